@@ -1,0 +1,40 @@
+// Compile-time GEMM config: tile, cluster, schedule, tile scheduler, stages. Checks its own
+// legality with static_asserts. No CUDA or CUTLASS headers, so the legality rules compile (and are
+// unit-tested, tests/cpp/) with a plain host compiler.
+#pragma once
+
+namespace vlattn {
+
+enum class Schedule { kCooperative, kPingpong };
+enum class TileSched { kPersistent, kStreamK };
+
+// Hopper gives a CTA at most 227 KB of dynamic shared memory.
+inline constexpr int kSm90MaxSmemBytes = 227 * 1024;
+
+template <int TileM_, int TileN_, int TileK_, int ClusterM_, int ClusterN_, Schedule kSchedule_,
+          TileSched kTileSched_, int kStages_>
+struct Sm90GemmConfig {
+  static constexpr int kTileM = TileM_, kTileN = TileN_, kTileK = TileK_;
+  static constexpr int kClusterM = ClusterM_, kClusterN = ClusterN_;
+  static constexpr Schedule kSchedule = kSchedule_;
+  static constexpr TileSched kTileSched = kTileSched_;
+  static constexpr int kStages = kStages_;
+
+  // A warpgroup's wgmma covers 64 rows; the cooperative kernel splits the tile's M over two.
+  static_assert(kTileM % (kSchedule == Schedule::kCooperative ? 128 : 64) == 0,
+                "tile M must be a multiple of 64 per consumer warpgroup");
+  static_assert(kTileN % 16 == 0 && kTileN <= 256, "wgmma N must be a multiple of 16, at most 256");
+  static_assert(kTileK % 64 == 0, "tile K must cover whole 128-byte swizzle atoms of bf16");
+  static_assert(kTileSched != TileSched::kStreamK || kSchedule == Schedule::kCooperative,
+                "CUTLASS's sm90 stream-K scheduler runs on the cooperative kernel");
+  static_assert(kClusterM >= 1 && kClusterN >= 1 && kClusterM * kClusterN <= 2,
+                "clusters larger than 2 are not tuned yet");
+  // bf16 A and B tiles of one pipeline stage; with 0 (automatic) stages CUTLASS fits as many as
+  // the smem left by the epilogue allows, at least 2 are needed to overlap TMA with wgmma.
+  static constexpr int kSmemBytesPerStage = (kTileM + kTileN) * kTileK * 2;
+  static_assert(kStages == 0 || (kStages >= 2 && kStages * kSmemBytesPerStage <= kSm90MaxSmemBytes),
+                "explicit stages must be >= 2 and fit in 227 KB of shared memory");
+  static_assert(2 * kSmemBytesPerStage <= kSm90MaxSmemBytes, "two stages of this tile do not fit in smem");
+};
+
+}  // namespace vlattn

@@ -1,0 +1,120 @@
+// sm_90a bf16 projection GEMM: D[M,N] = A[M,K] . B[N,K]^T (+ bias[N]), fp32 accumulation,
+// rounded once to bf16 after the bias add (the rounding PyTorch's F.linear does).
+//
+// Assembled from CUTLASS 3.x collectives: TMA loads into a multistage smem pipeline, a producer
+// warp and one or two consumer warpgroups issuing wgmma, a TMA-store epilogue with the bias
+// broadcast fused (EVT). A and B are both K-major (activations [M,K] row-major, PyTorch Linear
+// weights [N,K] row-major), so this is the "TN" GEMM that needs no transposes anywhere.
+//
+// Each instantiation is one named config (python/vlattn/gemm_configs.py); setup.py generates one
+// translation unit per config so builds parallelize and one config's compile error names itself.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include "kernels/gemm_config.h"
+#include "launch/gemm_params.h"
+
+namespace vlattn {
+
+template <class Cfg>
+struct Sm90Gemm {
+  using Element = cutlass::bfloat16_t;
+  using ElementAccumulator = float;
+  using ElementCompute = float;
+  using LayoutA = cutlass::layout::RowMajor;     // activations [M, K]
+  using LayoutB = cutlass::layout::ColumnMajor;  // weight [N, K] seen as K x N column-major
+  using LayoutD = cutlass::layout::RowMajor;     // output [M, N]
+  // 16-byte accesses: what TMA requires of every row stride and base address.
+  static constexpr int kAlignment = 16 / sizeof(Element);
+
+  using TileShape = cute::Shape<cute::Int<Cfg::kTileM>, cute::Int<Cfg::kTileN>, cute::Int<Cfg::kTileK>>;
+  using ClusterShape = cute::Shape<cute::Int<Cfg::kClusterM>, cute::Int<Cfg::kClusterN>, cute::_1>;
+  static constexpr bool kCoop = Cfg::kSchedule == Schedule::kCooperative;
+  using MainloopSchedule = cute::conditional_t<kCoop, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                               cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  using EpilogueSchedule = cute::conditional_t<kCoop, cutlass::epilogue::TmaWarpSpecializedCooperative,
+                                               cutlass::epilogue::TmaWarpSpecialized>;
+  using Scheduler = cute::conditional_t<Cfg::kTileSched == TileSched::kStreamK,
+                                        cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
+
+  // D = round_bf16(1 * acc + bias[n]); no C operand is read (ElementC = void).
+  using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Element, ElementCompute, Element, Element,
+                                                              ElementCompute, kAlignment,
+                                                              cutlass::FloatRoundStyle::round_to_nearest>;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAccumulator, ElementCompute,
+      void, LayoutD, kAlignment, Element, LayoutD, kAlignment, EpilogueSchedule, Fusion>::CollectiveOp;
+
+  using StageCount = cute::conditional_t<
+      Cfg::kStages == 0,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::gemm::collective::StageCount<(Cfg::kStages > 0 ? Cfg::kStages : 1)>>;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlignment, Element, LayoutB,
+      kAlignment, ElementAccumulator, TileShape, ClusterShape, StageCount, MainloopSchedule>::CollectiveOp;
+
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue, Scheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  static_assert(GemmKernel::SharedStorageSize <= kSm90MaxSmemBytes,
+                "config does not fit in Hopper's 227 KB of shared memory");
+
+  static typename Gemm::Arguments make_arguments(const GemmParams& p) {
+    using StrideA = typename GemmKernel::StrideA;
+    using StrideB = typename GemmKernel::StrideB;
+    using StrideD = typename GemmKernel::StrideD;
+    StrideA stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(p.m, p.k, 1));
+    StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(p.n, p.k, 1));
+    StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(p.m, p.n, 1));
+    // Leading dimensions from the caller: views with padded rows work without a copy.
+    cute::get<0>(stride_a) = p.lda;
+    cute::get<0>(stride_b) = p.ldb;
+    cute::get<0>(stride_d) = p.ldd;
+
+    cutlass::KernelHardwareInfo hw_info{p.device, p.sm_count};
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {p.m, p.n, p.k, 1},
+                                  {static_cast<const Element*>(p.a), stride_a,
+                                   static_cast<const Element*>(p.b), stride_b},
+                                  {{}, nullptr, stride_d, static_cast<Element*>(p.d), stride_d},
+                                  hw_info};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);  // nullptr reads as zero
+    if constexpr (Cfg::kTileSched == TileSched::kStreamK) {
+      // Deterministic fix-up order: two runs on the same inputs give the same bits.
+      using Reduction = decltype(args.scheduler.reduction_mode);
+      args.scheduler.reduction_mode = Reduction::Deterministic;
+    }
+    return args;
+  }
+
+  static size_t workspace_bytes(const GemmParams& p) { return Gemm::get_workspace_size(make_arguments(p)); }
+
+  static GemmStatus run(const GemmParams& p, void* workspace, size_t workspace_size) {
+    auto args = make_arguments(p);
+    if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
+    if (gemm.initialize(args, workspace, p.stream) != cutlass::Status::kSuccess) return GemmStatus::kInitFailed;
+    if (gemm.run(p.stream) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
+    return GemmStatus::kSuccess;
+  }
+};
+
+}  // namespace vlattn

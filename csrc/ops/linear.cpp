@@ -1,0 +1,149 @@
+// vlattn::linear: tensor checks -> GemmParams -> the named sm_90a GEMM config.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <limits>
+#include <string>
+
+#include "launch/gemm_params.h"
+#include "ops/ops.h"
+
+namespace vlattn {
+
+namespace {
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+// Rows of a [..., C] tensor that collapse to a 2-D matrix with unit column stride: returns the row
+// stride, or -1 when the leading dims do not collapse into one evenly strided dimension.
+int64_t collapsed_row_stride(const at::Tensor& t) {
+  if (t.dim() < 1 || (t.size(-1) > 1 && t.stride(-1) != 1)) return -1;
+  if (t.dim() == 1) return t.size(0);
+  int64_t row_stride = t.stride(-2);
+  int64_t expected = row_stride;
+  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+    if (t.size(d) != 1 && t.stride(d) != expected) return -1;
+    expected *= t.size(d);
+  }
+  return row_stride;
+}
+
+void check_matrix_operand(const char* name, const at::Tensor& t, int64_t& ld) {
+  ld = collapsed_row_stride(t);
+  TORCH_CHECK(ld >= 0, "vlattn.linear: ", name, " must have unit stride in its last dim and leading dims that ",
+              "collapse to evenly strided rows; got sizes ", t.sizes(), " strides ", t.strides(),
+              " (call .contiguous() first)");
+  TORCH_CHECK(ld % 8 == 0 || t.numel() == 0, "vlattn.linear: ", name, "'s row stride must be a multiple of 8 elements ",
+              "(16 bytes, a TMA requirement); got ", ld);
+  TORCH_CHECK(aligned16(t) || t.numel() == 0, "vlattn.linear: ", name,
+              " must start at a 16-byte aligned address (TMA); got a view at offset ", t.storage_offset());
+}
+
+const GemmKernelEntry* resolve_config(c10::string_view config) {
+  int count = 0;
+  const GemmKernelEntry* all = gemm_registry(&count);
+  TORCH_CHECK(count > 0, "vlattn.linear: the extension was built with no GEMM configs");
+  if (config.empty()) return &all[0];  // gemm_configs.py keeps the safe default first
+  std::string name(config);
+  const GemmKernelEntry* e = find_gemm_kernel(name.c_str());
+  if (e == nullptr) {
+    std::string names;
+    for (int i = 0; i < count; ++i) names += std::string(i ? ", " : "") + all[i].name;
+    TORCH_CHECK(false, "vlattn.linear: config must be one of [", names, "] or empty; got '", name, "'");
+  }
+  return e;
+}
+
+}  // namespace
+
+void check_sm90_device(const char* op, const at::Tensor& t) {
+  TORCH_CHECK(t.is_cuda(), op, ": the native backend needs CUDA tensors; got ", t.device());
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(t.get_device());
+  TORCH_CHECK(prop->major == 9 && prop->minor == 0, op, ": native kernels are built for sm_90a (Hopper); ",
+              t.device(), " is sm_", prop->major, prop->minor, " (", prop->name, "): use backend='composite'");
+}
+
+at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                       c10::string_view config, at::Tensor& out) {
+  TORCH_CHECK(weight.dim() == 2, "vlattn.linear: weight must be 2-D [N, K]; got ", weight.sizes());
+  const int64_t n = weight.size(0), k = weight.size(1);
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == k, "vlattn.linear: x must be [..., K] with K = weight.size(1) = ", k,
+              "; got ", x.sizes());
+  for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"x", &x}, {"weight", &weight}, {"out", &out}}) {
+    TORCH_CHECK(t->scalar_type() == at::kBFloat16, "vlattn.linear: ", name, " must be bfloat16; got ", t->scalar_type());
+    TORCH_CHECK(t->device() == x.device(), "vlattn.linear: ", name, " must be on ", x.device(), "; got ", t->device());
+  }
+  check_sm90_device("vlattn.linear", x);
+  if (bias.has_value()) {
+    const at::Tensor& b = *bias;
+    TORCH_CHECK(b.scalar_type() == at::kBFloat16, "vlattn.linear: bias must be bfloat16; got ", b.scalar_type());
+    TORCH_CHECK(b.device() == x.device(), "vlattn.linear: bias must be on ", x.device(), "; got ", b.device());
+    TORCH_CHECK(b.dim() == 1 && b.size(0) == n && b.stride(0) == 1,
+                "vlattn.linear: bias must be a contiguous 1-D [N] tensor with N = ", n, "; got sizes ", b.sizes(),
+                " strides ", b.strides());
+    TORCH_CHECK(aligned16(b), "vlattn.linear: bias must start at a 16-byte aligned address");
+  }
+  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
+  out_shape.back() = n;
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(out_shape), "vlattn.linear: out must have shape ", out_shape, "; got ",
+              out.sizes());
+  TORCH_CHECK(k % 8 == 0 && n % 8 == 0, "vlattn.linear: K and N must be multiples of 8 (16-byte TMA rows); got K=",
+              k, ", N=", n);
+  const int64_t m = x.numel() / std::max<int64_t>(k, 1);
+  TORCH_CHECK(m <= std::numeric_limits<int>::max() && n <= std::numeric_limits<int>::max() &&
+                  k <= std::numeric_limits<int>::max(),
+              "vlattn.linear: M, N, K must fit in 32 bits; got M=", m, " N=", n, " K=", k);
+  const GemmKernelEntry* entry = resolve_config(config);
+  if (m == 0 || n == 0) return out;
+  if (k == 0) return bias.has_value() ? out.copy_(bias->expand_as(out)) : out.zero_();
+
+  GemmParams p;
+  check_matrix_operand("x", x, p.lda);
+  check_matrix_operand("weight", weight, p.ldb);
+  check_matrix_operand("out", out, p.ldd);
+  const c10::cuda::CUDAGuard guard(x.device());
+  p.a = x.data_ptr();
+  p.b = weight.data_ptr();
+  p.bias = bias.has_value() ? bias->data_ptr() : nullptr;
+  p.d = out.data_ptr();
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.device = x.get_device();
+  p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
+  p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
+
+  const size_t ws_bytes = entry->workspace_bytes(p);
+  at::Tensor workspace;  // from the caching allocator: capturable in CUDA graphs
+  if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
+  const GemmStatus status = entry->run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
+  TORCH_CHECK(status == GemmStatus::kSuccess, "vlattn.linear: config ", entry->name, " failed for M=", m, " N=", n,
+              " K=", k, ": ", gemm_status_string(status));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                  c10::string_view config) {
+  TORCH_CHECK(weight.dim() == 2, "vlattn.linear: weight must be 2-D [N, K]; got ", weight.sizes());
+  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
+  TORCH_CHECK(!out_shape.empty(), "vlattn.linear: x must have at least 1 dim");
+  out_shape.back() = weight.size(0);
+  at::Tensor out = at::empty(out_shape, x.options());
+  return linear_out(x, weight, bias, config, out);
+}
+
+const char* gemm_status_string(GemmStatus s) {
+  switch (s) {
+    case GemmStatus::kSuccess: return "success";
+    case GemmStatus::kNotSupported: return "CUTLASS can_implement() refused the problem (alignment or shape)";
+    case GemmStatus::kWorkspaceTooSmall: return "workspace too small";
+    case GemmStatus::kInitFailed: return "kernel initialization failed (shared memory attribute or workspace)";
+    case GemmStatus::kLaunchFailed: return "kernel launch failed";
+    case GemmStatus::kNotCompiled: return "kernel not compiled for this architecture";
+  }
+  return "unknown status";
+}
+
+}  // namespace vlattn

@@ -1,0 +1,72 @@
+// The one registration file: every vlattn op schema (functional and out= forms), the C++ kernels
+// behind them, and the Python module's info functions.
+//
+// The two layer ops' implementations are registered from Python (vlattn/ops.py) for the CPU and
+// CUDA dispatch keys: they pick a backend (native / composite / reference) per call. Their fake
+// (meta) implementations are in Python too, for torch.compile.
+#include <cuda.h>
+#include <torch/extension.h>
+#include <torch/library.h>
+
+#include "launch/gemm_params.h"
+#include "ops/ops.h"
+
+TORCH_LIBRARY(vlattn, m) {
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\") -> Tensor");
+  m.def("linear.out(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\", *, Tensor(a!) out) -> Tensor(a!)");
+
+  m.def(
+      "mrope_self_attention(Tensor hidden_states, Tensor q_weight, Tensor q_bias, Tensor k_weight, Tensor k_bias, "
+      "Tensor v_weight, Tensor v_bias, Tensor o_weight, Tensor cos, Tensor sin, Tensor? attention_mask=None, *, "
+      "int[] mrope_section=[32, 48, 48], bool causal=False, str backend=\"auto\") -> Tensor");
+  m.def(
+      "mrope_self_attention.out(Tensor hidden_states, Tensor q_weight, Tensor q_bias, Tensor k_weight, "
+      "Tensor k_bias, Tensor v_weight, Tensor v_bias, Tensor o_weight, Tensor cos, Tensor sin, "
+      "Tensor? attention_mask=None, *, int[] mrope_section=[32, 48, 48], bool causal=False, str backend=\"auto\", "
+      "Tensor(a!) out) -> Tensor(a!)");
+
+  m.def(
+      "vision_cross_attention(Tensor language_hidden_states, Tensor vision_hidden_states, "
+      "Tensor language_position_ids, Tensor vision_grid_thw, Tensor q_proj_weight, Tensor q_proj_bias, "
+      "Tensor k_proj_weight, Tensor k_proj_bias, Tensor v_proj_weight, Tensor v_proj_bias, Tensor o_proj_weight, *, "
+      "float rope_theta=10000.0, int[] thw_split=[42, 42, 44], str backend=\"auto\") -> Tensor");
+  m.def(
+      "vision_cross_attention.out(Tensor language_hidden_states, Tensor vision_hidden_states, "
+      "Tensor language_position_ids, Tensor vision_grid_thw, Tensor q_proj_weight, Tensor q_proj_bias, "
+      "Tensor k_proj_weight, Tensor k_proj_bias, Tensor v_proj_weight, Tensor v_proj_bias, Tensor o_proj_weight, *, "
+      "float rope_theta=10000.0, int[] thw_split=[42, 42, 44], str backend=\"auto\", Tensor(a!) out) -> Tensor(a!)");
+}
+
+TORCH_LIBRARY_IMPL(vlattn, CUDA, m) {
+  m.impl("linear", &vlattn::linear);
+  m.impl("linear.out", &vlattn::linear_out);
+}
+
+namespace {
+
+pybind11::list gemm_configs() {
+  int count = 0;
+  const vlattn::GemmKernelEntry* entries = vlattn::gemm_registry(&count);
+  pybind11::list out;
+  for (int i = 0; i < count; ++i) {
+    const auto& e = entries[i];
+    pybind11::dict d;
+    d["name"] = e.name;
+    d["tile"] = pybind11::make_tuple(e.tile_m, e.tile_n, e.tile_k);
+    d["cluster"] = pybind11::make_tuple(e.cluster_m, e.cluster_n);
+    d["schedule"] = e.schedule;
+    d["scheduler"] = e.scheduler;
+    d["stages"] = e.stages;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "vlattn native kernels (sm_90a); ops are registered under torch.ops.vlattn";
+  m.def("gemm_configs", &gemm_configs, "GEMM configs compiled into this build, in registry order");
+  m.attr("compiled_archs") = pybind11::make_tuple("sm_90a");
+  m.attr("cuda_version") = CUDA_VERSION;
+}

@@ -1,0 +1,464 @@
+"""Public ops: validation, backend choice, and the Python implementations registered for the
+C++ schemas in csrc/torch_bindings.cpp (torch.ops.vlattn.*), with their fake implementations.
+
+Backends (DESIGN.md):
+- ``native``: the sm_90a kernels (Hopper). Today: the CUTLASS projection GEMMs; RoPE and attention
+  still run as in ``composite`` until the fused kernels land (issues 3 and 4).
+- ``composite``: cuBLAS + PyTorch RoPE + SDPA, any CUDA GPU.
+- ``reference``: the exact bf16 reference (vlattn.reference); the CPU backend.
+Choice: the ``backend=`` argument, else ``VLATTN_BACKEND``, else automatic; never silent: each
+automatic choice is logged once, a fall-back away from ``native`` on a Hopper GPU is a warning.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from . import _ext, composite, dispatch, reference
+from .reference import MROPE_SECTION, ROPE_THETA, THW_SPLIT
+
+HEAD_DIM = 128
+BACKENDS = ("native", "composite", "reference")
+logger = logging.getLogger("vlattn")
+if os.environ.get("VLATTN_LOG", "") not in ("", "0"):
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logger.addHandler(_handler)
+    logger.setLevel(logging.INFO)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation: every failure names the argument and what was expected.
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Dims:
+    batch: int
+    q_len: int
+    kv_len: int
+    hidden: int
+    out_hidden: int
+    num_heads: int
+    num_kv_heads: int
+
+
+def _fail(op: str, msg: str) -> None:
+    raise ValueError(f"vlattn.{op}: {msg}")
+
+
+def _check_tensor(op: str, name: str, t, shape: Sequence[int | None], dtype: torch.dtype, device: torch.device,
+                  contiguous: bool = False) -> None:
+    """``shape`` entries of None accept any size."""
+    if not isinstance(t, Tensor):
+        _fail(op, f"{name} must be a torch.Tensor; got {type(t).__name__}")
+    if t.dtype != dtype:
+        _fail(op, f"{name} must be {dtype}; got {t.dtype}")
+    if t.device != device:
+        _fail(op, f"{name} must be on {device} (the device of the first input); got {t.device}")
+    want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+    if t.dim() != len(shape) or any(s is not None and s != d for s, d in zip(shape, t.shape)):
+        _fail(op, f"{name} must have shape {want}; got {list(t.shape)}")
+    if contiguous and not t.is_contiguous():
+        _fail(op, f"{name} must be contiguous (a PyTorch Linear parameter layout); got strides {list(t.stride())}")
+
+
+def _check_heads(op: str, name: str, rows: int) -> int:
+    if rows == 0 or rows % HEAD_DIM:
+        _fail(op, f"{name} must have a positive multiple of head_dim = {HEAD_DIM} rows; got {rows}")
+    return rows // HEAD_DIM
+
+
+def _check_projections(op: str, x: Tensor, weights: dict[str, Tensor | None], hidden: int,
+                       device: torch.device) -> tuple[int, int, int]:
+    """Q/K/V/O weights and biases (names as the op's arguments, in q, k, v, o order)."""
+    (qw, qwt), (qb, qbt), (kw, kwt), (kb, kbt), (vw, vwt), (vb, vbt), (ow, owt) = weights.items()
+    for name, w in ((qw, qwt), (kw, kwt), (vw, vwt), (ow, owt)):
+        if not isinstance(w, Tensor) or w.dim() != 2:
+            _fail(op, f"{name} must be a 2-D tensor; got {getattr(w, 'shape', type(w).__name__)}")
+    num_heads = _check_heads(op, qw, qwt.shape[0])
+    num_kv_heads = _check_heads(op, kw, kwt.shape[0])
+    if num_heads % num_kv_heads:
+        _fail(op, f"query heads ({num_heads}, from {qw}) must be a multiple of KV heads ({num_kv_heads}, from {kw})")
+    bf16 = torch.bfloat16
+    _check_tensor(op, qw, qwt, (num_heads * HEAD_DIM, hidden), bf16, device, contiguous=True)
+    _check_tensor(op, kw, kwt, (num_kv_heads * HEAD_DIM, hidden), bf16, device, contiguous=True)
+    _check_tensor(op, vw, vwt, (num_kv_heads * HEAD_DIM, hidden), bf16, device, contiguous=True)
+    _check_tensor(op, ow, owt, (None, num_heads * HEAD_DIM), bf16, device, contiguous=True)
+    _check_tensor(op, qb, qbt, (num_heads * HEAD_DIM,), bf16, device, contiguous=True)
+    _check_tensor(op, kb, kbt, (num_kv_heads * HEAD_DIM,), bf16, device, contiguous=True)
+    _check_tensor(op, vb, vbt, (num_kv_heads * HEAD_DIM,), bf16, device, contiguous=True)
+    if owt.shape[0] == 0:
+        _fail(op, f"{ow} must have at least one output row; got {list(owt.shape)}")
+    return num_heads, num_kv_heads, owt.shape[0]
+
+
+def _check_int_list(op: str, name: str, values, *, count: int | None, even: bool) -> list[int]:
+    values = list(values)
+    if (count is not None and len(values) != count) or not values:
+        _fail(op, f"{name} must have {count or 'at least 1'} entries; got {values}")
+    if any(not isinstance(v, int) or v <= 0 or (even and v % 2) for v in values):
+        _fail(op, f"{name} entries must be positive{' even' if even else ''} ints; got {values}")
+    if sum(values) != HEAD_DIM:
+        _fail(op, f"{name} must sum to head_dim = {HEAD_DIM}; got {values} (sum {sum(values)})")
+    return values
+
+
+def validate_mrope_self_attention(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight,
+                                  cos, sin, attention_mask, mrope_section, causal) -> Dims:
+    op = "mrope_self_attention"
+    if not isinstance(hidden_states, Tensor) or hidden_states.dim() != 3:
+        _fail(op, f"hidden_states must be a 3-D [batch, seq_len, hidden] tensor; got "
+                  f"{getattr(hidden_states, 'shape', type(hidden_states).__name__)}")
+    device = hidden_states.device
+    bsz, seq_len, hidden = hidden_states.shape
+    if hidden == 0:
+        _fail(op, "hidden_states must have a non-empty hidden dimension")
+    _check_tensor(op, "hidden_states", hidden_states, (bsz, seq_len, hidden), torch.bfloat16, device)
+    num_heads, num_kv_heads, out_hidden = _check_projections(op, hidden_states, {
+        "q_weight": q_weight, "q_bias": q_bias, "k_weight": k_weight, "k_bias": k_bias,
+        "v_weight": v_weight, "v_bias": v_bias, "o_weight": o_weight}, hidden, device)
+    _check_tensor(op, "cos", cos, (3, bsz, seq_len, HEAD_DIM), torch.bfloat16, device)
+    _check_tensor(op, "sin", sin, (3, bsz, seq_len, HEAD_DIM), torch.bfloat16, device)
+    if attention_mask is not None:
+        _check_tensor(op, "attention_mask", attention_mask, (None, 1, seq_len, seq_len), torch.bfloat16, device)
+        if attention_mask.shape[0] not in (1, bsz):
+            _fail(op, f"attention_mask must be [batch (= {bsz}) or 1, 1, {seq_len}, {seq_len}]; "
+                      f"got {list(attention_mask.shape)}")
+    _check_int_list(op, "mrope_section", mrope_section, count=None, even=False)
+    if not isinstance(causal, bool):
+        _fail(op, f"causal must be a bool; got {type(causal).__name__}")
+    return Dims(bsz, seq_len, seq_len, hidden, out_hidden, num_heads, num_kv_heads)
+
+
+def validate_vision_cross_attention(language_hidden_states, vision_hidden_states, language_position_ids,
+                                    vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias,
+                                    v_proj_weight, v_proj_bias, o_proj_weight, rope_theta, thw_split) -> Dims:
+    op = "vision_cross_attention"
+    if not isinstance(language_hidden_states, Tensor) or language_hidden_states.dim() != 3:
+        _fail(op, f"language_hidden_states must be a 3-D [batch, lang_seq_len, hidden] tensor; got "
+                  f"{getattr(language_hidden_states, 'shape', type(language_hidden_states).__name__)}")
+    device = language_hidden_states.device
+    bsz, q_len, hidden = language_hidden_states.shape
+    if hidden == 0:
+        _fail(op, "language_hidden_states must have a non-empty hidden dimension")
+    _check_tensor(op, "language_hidden_states", language_hidden_states, (bsz, q_len, hidden), torch.bfloat16, device)
+    if not isinstance(vision_hidden_states, Tensor) or vision_hidden_states.dim() != 3:
+        _fail(op, f"vision_hidden_states must be a 3-D [batch, vision_seq_len, hidden] tensor; got "
+                  f"{getattr(vision_hidden_states, 'shape', type(vision_hidden_states).__name__)}")
+    kv_len = vision_hidden_states.shape[1]
+    _check_tensor(op, "vision_hidden_states", vision_hidden_states, (bsz, kv_len, hidden), torch.bfloat16, device)
+    if kv_len == 0 and q_len > 0:
+        _fail(op, "vision_hidden_states must have at least one token: attention over 0 keys is undefined")
+    _check_tensor(op, "language_position_ids", language_position_ids, (bsz, q_len), torch.int64, device)
+    _check_tensor(op, "vision_grid_thw", vision_grid_thw, (bsz, kv_len, 3), torch.int64, device)
+    num_heads, num_kv_heads, out_hidden = _check_projections(op, language_hidden_states, {
+        "q_proj_weight": q_proj_weight, "q_proj_bias": q_proj_bias, "k_proj_weight": k_proj_weight,
+        "k_proj_bias": k_proj_bias, "v_proj_weight": v_proj_weight, "v_proj_bias": v_proj_bias,
+        "o_proj_weight": o_proj_weight}, hidden, device)
+    if not isinstance(rope_theta, (int, float)) or not math.isfinite(rope_theta) or rope_theta <= 1.0:
+        _fail(op, f"rope_theta must be a finite number > 1; got {rope_theta}")
+    _check_int_list(op, "thw_split", thw_split, count=3, even=True)
+    return Dims(bsz, q_len, kv_len, hidden, out_hidden, num_heads, num_kv_heads)
+
+
+def _check_out(op: str, out: Tensor, dims: Dims, like: Tensor) -> None:
+    _check_tensor(op, "out", out, (dims.batch, dims.q_len, dims.out_hidden), torch.bfloat16, like.device)
+
+
+# --------------------------------------------------------------------------------------------
+# Backends
+# --------------------------------------------------------------------------------------------
+
+def _as_device(device) -> torch.device:
+    if isinstance(device, Tensor):
+        return device.device
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+@functools.lru_cache(maxsize=None)
+def _native_unavailable_reason(device: torch.device) -> str | None:
+    """None when the native backend can run on ``device``, else why not."""
+    if device.type != "cuda":
+        return f"native kernels need a CUDA device; got {device}"
+    if not _ext.available():
+        return f"the compiled extension did not load ({_ext.LOAD_ERROR})"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) != (9, 0):
+        return f"native kernels are built for sm_90a (Hopper); {device} is sm_{major}{minor}"
+    return None
+
+
+def _shape_unavailable_reason(dims: Dims) -> str | None:
+    # TMA rows must be 16-byte multiples: the GEMM K (hidden) and N (output hidden) dims.
+    if dims.hidden % 8 or dims.out_hidden % 8:
+        return f"hidden sizes must be multiples of 8 for TMA; got {dims.hidden} -> {dims.out_hidden}"
+    return None
+
+
+def available_backends(device=None) -> list[str]:
+    """Backends that can run on ``device`` (a device, a tensor, or None for the current one)."""
+    device = _as_device(device)
+    found = []
+    if _native_unavailable_reason(device) is None:
+        found.append("native")
+    if device.type == "cuda":
+        found.append("composite")
+    found.append("reference")
+    return found
+
+
+def backend_for(device=None) -> str:
+    """The backend an automatic choice picks on ``device`` for the benchmark's shapes."""
+    return _auto_backend(_as_device(device))[0]
+
+
+def _auto_backend(device: torch.device) -> tuple[str, str | None]:
+    """(backend, why native was not chosen or None)."""
+    if device.type != "cuda":
+        return "reference", None
+    reason = _native_unavailable_reason(device)
+    return ("native", None) if reason is None else ("composite", reason)
+
+
+_logged: set[tuple] = set()
+
+
+def _log_once(key: tuple, level: int, msg: str) -> None:
+    if key not in _logged:
+        _logged.add(key)
+        logger.log(level, msg)
+
+
+def resolve_backend(op: str, requested: str, device: torch.device, dims: Dims) -> str:
+    if requested in ("", "auto"):
+        requested = os.environ.get("VLATTN_BACKEND", "auto") or "auto"
+        source = "VLATTN_BACKEND" if requested != "auto" else "auto"
+    else:
+        source = "argument"
+    if requested == "auto":
+        backend, why_not_native = _auto_backend(device)
+        if backend == "native":
+            why_not_native = _shape_unavailable_reason(dims)
+            if why_not_native:
+                backend = "composite"
+        if why_not_native and device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0):
+            _log_once((op, device, backend, why_not_native), logging.WARNING,
+                      f"{op} on {device}: falling back to '{backend}': {why_not_native}")
+        else:
+            _log_once((op, device, backend), logging.INFO, f"{op} on {device}: backend '{backend}' (automatic)")
+        return backend
+    if requested not in BACKENDS:
+        _fail(op, f"backend must be one of {('auto',) + BACKENDS}; got {requested!r} (from {source})")
+    if requested == "native":
+        reason = _native_unavailable_reason(device) or _shape_unavailable_reason(dims)
+        if reason:
+            raise RuntimeError(f"vlattn.{op}: backend 'native' (from {source}) cannot run: {reason}")
+    if requested == "composite" and device.type != "cuda":
+        raise RuntimeError(f"vlattn.{op}: backend 'composite' (from {source}) needs a CUDA device; got {device}")
+    return requested
+
+
+# --------------------------------------------------------------------------------------------
+# GEMM
+# --------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _compiled_gemm_configs() -> frozenset[str]:
+    return frozenset(c["name"] for c in _ext.require("vlattn.linear").gemm_configs())
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def gemm_config_for(x: Tensor, weight: Tensor) -> str:
+    k = weight.shape[-1]
+    m = x.numel() // k if k else 0
+    return dispatch.select_gemm_config(m, weight.shape[0], k, _sm_count(x.device.index or 0),
+                                       _compiled_gemm_configs())
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, out: Tensor | None = None,
+           config: str | None = None) -> Tensor:
+    """``x @ weight.T + bias`` on the sm_90a CUTLASS GEMM (bf16 in/out, fp32 accumulate, one rounding
+    after the bias add). ``config`` names a GEMM config (vlattn.gemm_configs); default: dispatch."""
+    _ext.require("vlattn.linear")
+    if config is None:
+        config = gemm_config_for(x, weight) if x.is_cuda and weight.dim() == 2 else ""
+    if out is None:
+        return torch.ops.vlattn.linear(x, weight, bias, config)
+    return torch.ops.vlattn.linear.out(x, weight, bias, config, out=out)
+
+
+# --------------------------------------------------------------------------------------------
+# Layer implementations behind torch.ops.vlattn.* (registered for CPU and CUDA)
+# --------------------------------------------------------------------------------------------
+
+def _native_linear(x: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor | None = None) -> Tensor:
+    # The TMA GEMM reads evenly strided rows; the layer's activations may be arbitrary views.
+    return linear(x if x.is_contiguous() else x.contiguous(), weight, bias, out=out)
+
+
+def _mrope_impl(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin,
+                attention_mask, mrope_section, causal, backend, out):
+    op = "mrope_self_attention"
+    dims = validate_mrope_self_attention(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias,
+                                         o_weight, cos, sin, attention_mask, mrope_section, causal)
+    if out is not None:
+        _check_out(op, out, dims, hidden_states)
+    chosen = resolve_backend(op, backend, hidden_states.device, dims)
+    args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
+    if hidden_states.numel() == 0:
+        result = hidden_states.new_empty(dims.batch, dims.q_len, dims.out_hidden)
+    elif chosen == "reference":
+        result = reference.mrope_self_attention(*args, mrope_section=tuple(mrope_section), causal=causal)
+    else:
+        linear_fn = _native_linear if chosen == "native" else torch.nn.functional.linear
+        if out is not None and chosen == "native":
+            return composite.mrope_self_attention(*args, mrope_section=tuple(mrope_section), causal=causal,
+                                                  linear=linear_fn, out=out)
+        result = composite.mrope_self_attention(*args, mrope_section=tuple(mrope_section), causal=causal,
+                                                linear=linear_fn)
+    return result if out is None else out.copy_(result)
+
+
+def _cross_impl(language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
+                q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight,
+                rope_theta, thw_split, backend, out):
+    op = "vision_cross_attention"
+    args = (language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
+            q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight)
+    dims = validate_vision_cross_attention(*args, rope_theta, thw_split)
+    if out is not None:
+        _check_out(op, out, dims, language_hidden_states)
+    chosen = resolve_backend(op, backend, language_hidden_states.device, dims)
+    kwargs = dict(rope_theta=float(rope_theta), thw_split=tuple(thw_split))
+    if language_hidden_states.numel() == 0:
+        result = language_hidden_states.new_empty(dims.batch, dims.q_len, dims.out_hidden)
+    elif chosen == "reference":
+        result = reference.vision_cross_attention(*args, **kwargs)
+    else:
+        linear_fn = _native_linear if chosen == "native" else torch.nn.functional.linear
+        if out is not None and chosen == "native":
+            return composite.vision_cross_attention(*args, **kwargs, linear=linear_fn, out=out)
+        result = composite.vision_cross_attention(*args, **kwargs, linear=linear_fn)
+    return result if out is None else out.copy_(result)
+
+
+def _register() -> None:
+    """Python kernels and fakes for the schemas defined in C++ (no-op without the extension)."""
+    if not _ext.available():
+        return
+    lib = "vlattn::"
+
+    def mrope(*a, mrope_section=MROPE_SECTION, causal=False, backend="auto"):
+        return _mrope_impl(*a, *(() if len(a) == 11 else (None,)), mrope_section, causal, backend, None)
+
+    def mrope_out(*a, mrope_section=MROPE_SECTION, causal=False, backend="auto", out):
+        return _mrope_impl(*a, *(() if len(a) == 11 else (None,)), mrope_section, causal, backend, out)
+
+    def cross(*a, rope_theta=ROPE_THETA, thw_split=THW_SPLIT, backend="auto"):
+        return _cross_impl(*a, rope_theta, thw_split, backend, None)
+
+    def cross_out(*a, rope_theta=ROPE_THETA, thw_split=THW_SPLIT, backend="auto", out):
+        return _cross_impl(*a, rope_theta, thw_split, backend, out)
+
+    for key in ("CPU", "CUDA"):
+        torch.library.impl(lib + "mrope_self_attention", key)(mrope)
+        torch.library.impl(lib + "mrope_self_attention.out", key)(mrope_out)
+        torch.library.impl(lib + "vision_cross_attention", key)(cross)
+        torch.library.impl(lib + "vision_cross_attention.out", key)(cross_out)
+
+    @torch.library.register_fake(lib + "linear")
+    def _linear_fake(x, weight, bias=None, config=""):
+        return x.new_empty(*x.shape[:-1], weight.shape[0])
+
+    @torch.library.register_fake(lib + "linear.out")
+    def _linear_out_fake(x, weight, bias=None, config="", *, out):
+        return out
+
+    @torch.library.register_fake(lib + "mrope_self_attention")
+    def _mrope_fake(hidden_states, *a, **kw):
+        o_weight = a[6]
+        return hidden_states.new_empty(*hidden_states.shape[:2], o_weight.shape[0])
+
+    @torch.library.register_fake(lib + "mrope_self_attention.out")
+    def _mrope_out_fake(*a, out, **kw):
+        return out
+
+    @torch.library.register_fake(lib + "vision_cross_attention")
+    def _cross_fake(language_hidden_states, *a, **kw):
+        o_proj_weight = a[9]
+        return language_hidden_states.new_empty(*language_hidden_states.shape[:2], o_proj_weight.shape[0])
+
+    @torch.library.register_fake(lib + "vision_cross_attention.out")
+    def _cross_out_fake(*a, out, **kw):
+        return out
+
+
+_register()
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+def _layer_op(name: str):
+    _ext.require(f"vlattn.{name}")
+    return getattr(torch.ops.vlattn, name)
+
+
+def mrope_self_attention(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor, k_weight: Tensor, k_bias: Tensor,
+                         v_weight: Tensor, v_bias: Tensor, o_weight: Tensor, cos: Tensor, sin: Tensor,
+                         attention_mask: Tensor | None = None, *, mrope_section: Sequence[int] = MROPE_SECTION,
+                         causal: bool = False, backend: str | None = None, out: Tensor | None = None) -> Tensor:
+    """Qwen2.5-VL text attention (SOL-ExecBench 007): QKV projections with bias, multimodal RoPE from
+    the ``cos``/``sin`` tables [3, B, S, 128] (channel chunks of ``mrope_section`` read planes
+    0, 1, 2, 0, ...), GQA attention with an optional additive ``attention_mask`` [B, 1, S, S] and/or
+    ``causal``, output projection. Returns [B, S, o_weight.shape[0]] bf16 (written to ``out`` if given).
+    """
+    op = _layer_op("mrope_self_attention")
+    args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
+    kwargs = dict(mrope_section=list(mrope_section), causal=causal, backend=backend or "auto")
+    return op(*args, **kwargs) if out is None else op.out(*args, **kwargs, out=out)
+
+
+def vision_cross_attention(language_hidden_states: Tensor, vision_hidden_states: Tensor,
+                           language_position_ids: Tensor, vision_grid_thw: Tensor, q_proj_weight: Tensor,
+                           q_proj_bias: Tensor, k_proj_weight: Tensor, k_proj_bias: Tensor, v_proj_weight: Tensor,
+                           v_proj_bias: Tensor, o_proj_weight: Tensor, *, rope_theta: float = ROPE_THETA,
+                           thw_split: Sequence[int] = THW_SPLIT, backend: str | None = None,
+                           out: Tensor | None = None) -> Tensor:
+    """Qwen3-VL-style cross attention (SOL-ExecBench 034): Q from language tokens with 1D RoPE at
+    ``language_position_ids``; K/V from vision tokens, K with three rotate-half RoPEs over the
+    channel segments ``thw_split`` at the t/h/w positions ``vision_grid_thw`` [B, Lv, 3]; full GQA
+    attention; output projection. Returns [B, Lq, o_proj_weight.shape[0]] bf16.
+    """
+    op = _layer_op("vision_cross_attention")
+    args = (language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw, q_proj_weight,
+            q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight)
+    kwargs = dict(rope_theta=float(rope_theta), thw_split=list(thw_split), backend=backend or "auto")
+    return op(*args, **kwargs) if out is None else op.out(*args, **kwargs, out=out)
+
+
+def extension_info() -> dict:
+    """What the compiled extension holds (or why it did not load)."""
+    if not _ext.available():
+        return {"built": False, "error": _ext.LOAD_ERROR}
+    c = _ext._C
+    return {"built": True, "archs": list(c.compiled_archs), "cuda_version": int(c.cuda_version),
+            "gemm_configs": [cfg["name"] for cfg in c.gemm_configs()]}

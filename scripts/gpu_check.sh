@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One call on a bare H200 machine: build the extension, run the GPU tests and the bench, and leave
+# logs and JSON under $OUT (default ./gpu_out). Carry the nvidia-cutlass wheel in .whl/ (the machine
+# has no network): see README "Developing on the GPU machine".
+#
+#   scripts/gpu_check.sh [all|build|test|bench] [extra pytest args...]
+# Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_TIMEOUT_S,
+#              BENCH_TIMEOUT_S.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_out}
+mkdir -p "$OUT"
+what=${1:-all}; shift || true
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+status=0
+
+log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+
+setup_env() {
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      || { log "wheel install failed"; exit 2; }
+    export PYTHONPATH="$PYTHONPATH:/tmp/site"
+  fi
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" \
+    | tee -a "$OUT/summary.txt"
+}
+
+build() {
+  log "build (MAX_JOBS=${MAX_JOBS:-16})"
+  local t0=$SECONDS
+  MAX_JOBS=${MAX_JOBS:-16} python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
+  local rc=$?
+  grep -E "spill|ptxas (warning|error)|error:" "$OUT/build.log" | sort | uniq -c | head -40 > "$OUT/build_warnings.txt"
+  log "build rc=$rc in $((SECONDS - t0)) s; ptxas spill lines: $(grep -c 'spill' "$OUT/build.log")"
+  [ $rc -eq 0 ] || { tail -40 "$OUT/build.log"; exit 3; }
+  python3 -c "import vlattn, json; print(json.dumps(vlattn.extension_info()))" | tee -a "$OUT/summary.txt"
+}
+
+run_tests() {
+  log "pytest"
+  timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q -rs tests/ --junitxml="$OUT/junit.xml" "$@" \
+    > "$OUT/pytest.log" 2>&1
+  local rc=$?
+  tail -25 "$OUT/pytest.log"
+  log "pytest rc=$rc: $(tail -1 "$OUT/pytest.log")"
+  [ $rc -eq 0 ] || status=1
+}
+
+run_bench() {
+  log "bench"
+  # shellcheck disable=SC2086
+  timeout "${BENCH_TIMEOUT_S:-300}" python3 -m vlattn.bench --mode all --json "$OUT/bench.json" \
+    --plot "$OUT/bench.png" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  local rc=$?
+  tail -60 "$OUT/bench.log"
+  log "bench rc=$rc"
+  [ $rc -eq 0 ] || status=1
+}
+
+setup_env
+case "$what" in
+  build) build ;;
+  test) build; run_tests "$@" ;;
+  bench) build; run_bench ;;
+  all) build; run_tests "$@"; run_bench ;;
+  *) echo "usage: $0 [all|build|test|bench]"; exit 2 ;;
+esac
+log "done status=$status"
+exit $status
