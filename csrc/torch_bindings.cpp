@@ -13,7 +13,8 @@
 
 TORCH_LIBRARY(vlattn, m) {
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\") -> Tensor");
-  m.def("linear.out(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\", *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("linear.out(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\", *, Tensor(a!) out) -> Tensor(a!)",
+        {at::Tag::out});
 
   m.def(
       "mrope_self_attention(Tensor hidden_states, Tensor q_weight, Tensor q_bias, Tensor k_weight, Tensor k_bias, "
@@ -23,7 +24,8 @@ TORCH_LIBRARY(vlattn, m) {
       "mrope_self_attention.out(Tensor hidden_states, Tensor q_weight, Tensor q_bias, Tensor k_weight, "
       "Tensor k_bias, Tensor v_weight, Tensor v_bias, Tensor o_weight, Tensor cos, Tensor sin, "
       "Tensor? attention_mask=None, *, int[] mrope_section=[32, 48, 48], bool causal=False, str backend=\"auto\", "
-      "Tensor(a!) out) -> Tensor(a!)");
+      "Tensor(a!) out) -> Tensor(a!)",
+      {at::Tag::out});
 
   m.def(
       "vision_cross_attention(Tensor language_hidden_states, Tensor vision_hidden_states, "
@@ -34,10 +36,18 @@ TORCH_LIBRARY(vlattn, m) {
       "vision_cross_attention.out(Tensor language_hidden_states, Tensor vision_hidden_states, "
       "Tensor language_position_ids, Tensor vision_grid_thw, Tensor q_proj_weight, Tensor q_proj_bias, "
       "Tensor k_proj_weight, Tensor k_proj_bias, Tensor v_proj_weight, Tensor v_proj_bias, Tensor o_proj_weight, *, "
-      "float rope_theta=10000.0, int[] thw_split=[42, 42, 44], str backend=\"auto\", Tensor(a!) out) -> Tensor(a!)");
+      "float rope_theta=10000.0, int[] thw_split=[42, 42, 44], str backend=\"auto\", Tensor(a!) out) -> Tensor(a!)",
+      {at::Tag::out});
 }
 
 TORCH_LIBRARY_IMPL(vlattn, CUDA, m) {
+  m.impl("linear", &vlattn::linear);
+  m.impl("linear.out", &vlattn::linear_out);
+}
+
+// On CPU the same entry points reject the tensors with "needs CUDA tensors" instead of the
+// dispatcher's generic "could not run ... with arguments from the 'CPU' backend".
+TORCH_LIBRARY_IMPL(vlattn, CPU, m) {
   m.impl("linear", &vlattn::linear);
   m.impl("linear.out", &vlattn::linear_out);
 }

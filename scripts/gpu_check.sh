@@ -32,8 +32,8 @@ build() {
   local t0=$SECONDS
   MAX_JOBS=${MAX_JOBS:-16} python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
   local rc=$?
-  grep -E "spill|ptxas (warning|error)|error:" "$OUT/build.log" | sort | uniq -c | head -40 > "$OUT/build_warnings.txt"
-  log "build rc=$rc in $((SECONDS - t0)) s; ptxas spill lines: $(grep -c 'spill' "$OUT/build.log")"
+  grep -E "Registers are spilled|ptxas (warning|error)|error:" "$OUT/build.log" | sort | uniq -c | head -40 > "$OUT/build_warnings.txt"
+  log "build rc=$rc in $((SECONDS - t0)) s; ptxas spills: $(grep -c "Registers are spilled" "$OUT/build.log")"
   [ $rc -eq 0 ] || { tail -40 "$OUT/build.log"; exit 3; }
   python3 -c "import vlattn, json; print(json.dumps(vlattn.extension_info()))" | tee -a "$OUT/summary.txt"
 }

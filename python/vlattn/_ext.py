@@ -5,10 +5,13 @@ mode need no compiled code); every op that needs it raises `ExtensionUnavailable
 """
 from __future__ import annotations
 
+import importlib
+
 import torch  # noqa: F401  (must precede _C: the extension has no RUNPATH to libc10/libtorch)
 
 try:
-    from . import _C  # type: ignore[attr-defined]
+    # import_module (not `from . import _C`): a missing build then reads "No module named vlattn._C".
+    _C = importlib.import_module(__name__.rpartition(".")[0] + "._C")
 
     LOAD_ERROR: str | None = None
 except ImportError as exc:  # not built, or built against another torch

@@ -54,8 +54,6 @@ def mrope_self_attention(hidden_states, q_weight, q_bias, k_weight, k_bias, v_we
     v = _heads(hidden_states, v_weight, v_bias, linear)
     cos_c, sin_c = reference.mrope_cos_sin_combined(cos, sin, mrope_section)
     q, k = reference.apply_rotary(q, cos_c, sin_c), reference.apply_rotary(k, cos_c, sin_c)
-    if attention_mask is not None:
-        attention_mask = attention_mask[..., : k.shape[-2]]
     o = sdpa(q, k, v, attention_mask, causal, HEAD_DIM ** -0.5)
     return _output(o, o_weight, linear, out)
 

@@ -211,6 +211,8 @@ def _shape_unavailable_reason(dims: Dims) -> str | None:
 def available_backends(device=None) -> list[str]:
     """Backends that can run on ``device`` (a device, a tensor, or None for the current one)."""
     device = _as_device(device)
+    if not _ext.available():  # the public ops are torch.ops.vlattn.*, registered by the extension
+        return []
     found = []
     if _native_unavailable_reason(device) is None:
         found.append("native")
