@@ -8,36 +8,43 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <torch/version.h>
+
 #include "launch/gemm_params.h"
 #include "ops/ops.h"
 
+// at::Tag::out (torch >= 2.12) lets functionalization, hence torch.compile and opcheck, treat the
+// .out overloads as out= variants. torch 2.11 (the H200 image) has no such tag.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 12)
+#define VLATTN_DEF_OUT(lib, schema) (lib).def(schema, {at::Tag::out})
+#else
+#define VLATTN_DEF_OUT(lib, schema) (lib).def(schema)
+#endif
+
 TORCH_LIBRARY(vlattn, m) {
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\") -> Tensor");
-  m.def("linear.out(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\", *, Tensor(a!) out) -> Tensor(a!)",
-        {at::Tag::out});
+  VLATTN_DEF_OUT(m, "linear.out(Tensor x, Tensor weight, Tensor? bias=None, str config=\"\", *, Tensor(a!) out) -> Tensor(a!)");
 
   m.def(
       "mrope_self_attention(Tensor hidden_states, Tensor q_weight, Tensor q_bias, Tensor k_weight, Tensor k_bias, "
       "Tensor v_weight, Tensor v_bias, Tensor o_weight, Tensor cos, Tensor sin, Tensor? attention_mask=None, *, "
       "int[] mrope_section=[32, 48, 48], bool causal=False, str backend=\"auto\") -> Tensor");
-  m.def(
+  VLATTN_DEF_OUT(m,
       "mrope_self_attention.out(Tensor hidden_states, Tensor q_weight, Tensor q_bias, Tensor k_weight, "
       "Tensor k_bias, Tensor v_weight, Tensor v_bias, Tensor o_weight, Tensor cos, Tensor sin, "
       "Tensor? attention_mask=None, *, int[] mrope_section=[32, 48, 48], bool causal=False, str backend=\"auto\", "
-      "Tensor(a!) out) -> Tensor(a!)",
-      {at::Tag::out});
+      "Tensor(a!) out) -> Tensor(a!)");
 
   m.def(
       "vision_cross_attention(Tensor language_hidden_states, Tensor vision_hidden_states, "
       "Tensor language_position_ids, Tensor vision_grid_thw, Tensor q_proj_weight, Tensor q_proj_bias, "
       "Tensor k_proj_weight, Tensor k_proj_bias, Tensor v_proj_weight, Tensor v_proj_bias, Tensor o_proj_weight, *, "
       "float rope_theta=10000.0, int[] thw_split=[42, 42, 44], str backend=\"auto\") -> Tensor");
-  m.def(
+  VLATTN_DEF_OUT(m,
       "vision_cross_attention.out(Tensor language_hidden_states, Tensor vision_hidden_states, "
       "Tensor language_position_ids, Tensor vision_grid_thw, Tensor q_proj_weight, Tensor q_proj_bias, "
       "Tensor k_proj_weight, Tensor k_proj_bias, Tensor v_proj_weight, Tensor v_proj_bias, Tensor o_proj_weight, *, "
-      "float rope_theta=10000.0, int[] thw_split=[42, 42, 44], str backend=\"auto\", Tensor(a!) out) -> Tensor(a!)",
-      {at::Tag::out});
+      "float rope_theta=10000.0, int[] thw_split=[42, 42, 44], str backend=\"auto\", Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(vlattn, CUDA, m) {
