@@ -1181,7 +1181,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.device == "cuda" and not has_cuda:
         print("--device cuda: no CUDA device is visible", file=sys.stderr, flush=True)
         return 2
-    device = torch.device("cuda" if (has_cuda and args.device != "cpu") else "cpu")
+    device = torch.device("cuda", torch.cuda.current_device()) if (has_cuda and args.device != "cpu") else torch.device("cpu")
     meta = environment_meta(device, args)
     print(describe_meta(meta), flush=True)
     with torch.no_grad():
