@@ -147,7 +147,9 @@ def extension() -> CUDAExtension:
 
     cxx_flags = [
         "-O3",
-        "-std=c++20",  # ATen headers of torch >= 2.13 require C++20 (host code only)
+        # No -std here: torch's BuildExtension then adds the standard torch itself was built with
+        # (C++17 for 2.11, C++20 for 2.14). A different one changes c10 types' layout across the
+        # .so boundary: a C++20 build against torch 2.11 segfaulted on the first TORCH_CHECK throw.
         "-DNDEBUG",  # CUTLASS asserts in host code cost per launch
     ] + wheel_includes
     nvcc_flags = [

@@ -20,6 +20,12 @@ import torch
 
 from vlattn import _ext
 
+# The seeds' reference.py files sit beside the checkout (../shared/sol_execbench). The installed
+# package cannot find them from site-packages, so point it there from the tests' own location.
+_SEEDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "shared", "sol_execbench")
+if "VLATTN_SEEDS_DIR" not in os.environ and os.path.isdir(_SEEDS):
+    os.environ["VLATTN_SEEDS_DIR"] = os.path.normpath(_SEEDS)
+
 BF16 = torch.bfloat16
 HEAD_DIM = 128
 

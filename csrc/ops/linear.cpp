@@ -90,7 +90,8 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
               out.sizes());
   TORCH_CHECK(k % 8 == 0 && n % 8 == 0, "vlattn.linear: K and N must be multiples of 8 (16-byte TMA rows); got K=",
               k, ", N=", n);
-  const int64_t m = x.numel() / std::max<int64_t>(k, 1);
+  int64_t m = 1;  // rows = product of the leading dims (not numel / K: K may be 0)
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
   TORCH_CHECK(m <= std::numeric_limits<int>::max() && n <= std::numeric_limits<int>::max() &&
                   k <= std::numeric_limits<int>::max(),
               "vlattn.linear: M, N, K must fit in 32 bits; got M=", m, " N=", n, " K=", k);

@@ -289,7 +289,7 @@ def _sm_count(index: int) -> int:
 
 def gemm_config_for(x: Tensor, weight: Tensor) -> str:
     k = weight.shape[-1]
-    m = x.numel() // k if k else 0
+    m = math.prod(x.shape[:-1])
     return dispatch.select_gemm_config(m, weight.shape[0], k, _sm_count(x.device.index or 0),
                                        _compiled_gemm_configs())
 
