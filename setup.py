@@ -24,6 +24,7 @@ if "CUDA_HOME" not in os.environ and pathlib.Path("/usr/local/cuda/bin/nvcc").ex
 # Without a GPU, torch's arch auto-detection raises; the explicit -gencode below is what counts.
 os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
 
+import torch  # noqa: E402
 from setuptools import find_packages, setup  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension  # noqa: E402
 
@@ -145,7 +146,12 @@ def extension() -> CUDAExtension:
     include_dirs = [str(ROOT / "csrc"), str(cutlass / "include"), str(cutlass / "tools" / "util" / "include")]
     wheel_includes = [f for inc in cuda_wheel_includes() for f in ("-isystem", inc)]
 
+    # Match torch's libstdc++ ABI explicitly: recent torch no longer adds the flag, and a compiler
+    # that defaults to the old ABI (the H200 image's /opt/gcc) then passes std::string to libc10
+    # in the wrong layout: every TORCH_CHECK failure segfaulted there.
+    abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
     cxx_flags = [
+        abi,
         "-O3",
         # No -std here: torch's BuildExtension then adds the standard torch itself was built with
         # (C++17 for 2.11, C++20 for 2.14). A different one changes c10 types' layout across the
@@ -153,6 +159,7 @@ def extension() -> CUDAExtension:
         "-DNDEBUG",  # CUTLASS asserts in host code cost per launch
     ] + wheel_includes
     nvcc_flags = [
+        f"-Xcompiler={abi}",
         "-O3",
         "-std=c++17",  # .cu files include only CUTLASS/CuTe (no torch headers); C++17 is its baseline
         "-DNDEBUG",  # FA3: "otherwise performance is severely impacted"

@@ -23,8 +23,8 @@ setup_env() {
     export PYTHONPATH="$PYTHONPATH:/tmp/site"
   fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" \
-    | tee -a "$OUT/summary.txt"
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(),
+               'cxx11abi', torch._C._GLIBCXX_USE_CXX11_ABI)" | tee -a "$OUT/summary.txt"
 }
 
 build() {
