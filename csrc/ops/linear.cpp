@@ -13,6 +13,14 @@ namespace vlattn {
 
 namespace {
 
+// "[a, b, c]" built by hand: printing ArrayRefs through c10::str inside TORCH_CHECK crashed the
+// process under torch 2.11 on the H200 image (segfault on the first such message; torch 2.14 fine).
+std::string dims_str(c10::IntArrayRef dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 // Rows of a [..., C] tensor that collapse to a 2-D matrix with unit column stride: returns the row
@@ -32,7 +40,7 @@ int64_t collapsed_row_stride(const at::Tensor& t) {
 void check_matrix_operand(const char* name, const at::Tensor& t, int64_t& ld) {
   ld = collapsed_row_stride(t);
   TORCH_CHECK(ld >= 0, "vlattn.linear: ", name, " must have unit stride in its last dim and leading dims that ",
-              "collapse to evenly strided rows; got sizes ", t.sizes(), " strides ", t.strides(),
+              "collapse to evenly strided rows; got sizes ", dims_str(t.sizes()), " strides ", dims_str(t.strides()),
               " (call .contiguous() first)");
   TORCH_CHECK(ld % 8 == 0 || t.numel() == 0, "vlattn.linear: ", name, "'s row stride must be a multiple of 8 elements ",
               "(16 bytes, a TMA requirement); got ", ld);
@@ -66,28 +74,32 @@ void check_sm90_device(const char* op, const at::Tensor& t) {
 
 at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        c10::string_view config, at::Tensor& out) {
-  TORCH_CHECK(weight.dim() == 2, "vlattn.linear: weight must be 2-D [N, K]; got ", weight.sizes());
+  TORCH_CHECK(weight.dim() == 2, "vlattn.linear: weight must be 2-D [N, K]; got ", dims_str(weight.sizes()));
   const int64_t n = weight.size(0), k = weight.size(1);
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == k, "vlattn.linear: x must be [..., K] with K = weight.size(1) = ", k,
-              "; got ", x.sizes());
+              "; got ", dims_str(x.sizes()));
   for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"x", &x}, {"weight", &weight}, {"out", &out}}) {
     TORCH_CHECK(t->scalar_type() == at::kBFloat16, "vlattn.linear: ", name, " must be bfloat16; got ", t->scalar_type());
     TORCH_CHECK(t->device() == x.device(), "vlattn.linear: ", name, " must be on ", x.device(), "; got ", t->device());
   }
+  int64_t lda = 0, ldb = 0, ldd = 0;
+  check_matrix_operand("x", x, lda);
+  check_matrix_operand("weight", weight, ldb);
+  check_matrix_operand("out", out, ldd);
   check_sm90_device("vlattn.linear", x);
   if (bias.has_value()) {
     const at::Tensor& b = *bias;
     TORCH_CHECK(b.scalar_type() == at::kBFloat16, "vlattn.linear: bias must be bfloat16; got ", b.scalar_type());
     TORCH_CHECK(b.device() == x.device(), "vlattn.linear: bias must be on ", x.device(), "; got ", b.device());
     TORCH_CHECK(b.dim() == 1 && b.size(0) == n && b.stride(0) == 1,
-                "vlattn.linear: bias must be a contiguous 1-D [N] tensor with N = ", n, "; got sizes ", b.sizes(),
-                " strides ", b.strides());
+                "vlattn.linear: bias must be a contiguous 1-D [N] tensor with N = ", n, "; got sizes ",
+                dims_str(b.sizes()), " strides ", dims_str(b.strides()));
     TORCH_CHECK(aligned16(b), "vlattn.linear: bias must start at a 16-byte aligned address");
   }
   std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
   out_shape.back() = n;
-  TORCH_CHECK(out.sizes() == at::IntArrayRef(out_shape), "vlattn.linear: out must have shape ", out_shape, "; got ",
-              out.sizes());
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(out_shape), "vlattn.linear: out must have shape ",
+              dims_str(out_shape), "; got ", dims_str(out.sizes()));
   TORCH_CHECK(k % 8 == 0 && n % 8 == 0, "vlattn.linear: K and N must be multiples of 8 (16-byte TMA rows); got K=",
               k, ", N=", n);
   int64_t m = 1;  // rows = product of the leading dims (not numel / K: K may be 0)
@@ -100,10 +112,10 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   if (k == 0) return bias.has_value() ? out.copy_(bias->expand_as(out)) : out.zero_();
 
   GemmParams p;
-  check_matrix_operand("x", x, p.lda);
-  check_matrix_operand("weight", weight, p.ldb);
-  check_matrix_operand("out", out, p.ldd);
   const c10::cuda::CUDAGuard guard(x.device());
+  p.lda = lda;
+  p.ldb = ldb;
+  p.ldd = ldd;
   p.a = x.data_ptr();
   p.b = weight.data_ptr();
   p.bias = bias.has_value() ? bias->data_ptr() : nullptr;
@@ -127,7 +139,7 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                   c10::string_view config) {
-  TORCH_CHECK(weight.dim() == 2, "vlattn.linear: weight must be 2-D [N, K]; got ", weight.sizes());
+  TORCH_CHECK(weight.dim() == 2, "vlattn.linear: weight must be 2-D [N, K]; got ", dims_str(weight.sizes()));
   std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
   TORCH_CHECK(!out_shape.empty(), "vlattn.linear: x must have at least 1 dim");
   out_shape.back() = weight.size(0);
