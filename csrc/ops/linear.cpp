@@ -13,8 +13,11 @@ namespace vlattn {
 
 namespace {
 
-// "[a, b, c]" built by hand: printing ArrayRefs through c10::str inside TORCH_CHECK crashed the
-// process under torch 2.11 on the H200 image (segfault on the first such message; torch 2.14 fine).
+// Numbers in error messages go through std::to_string, never through c10::str's ostream: on the
+// H200 image (torch 2.11, g++ 13.3) streaming an integer inside a TORCH_CHECK message segfaulted
+// (strings and devices streamed fine; torch 2.14 here is fine either way).
+std::string num(int64_t v) { return std::to_string(v); }
+
 std::string dims_str(c10::IntArrayRef dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
@@ -26,6 +29,7 @@ bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_
 // Rows of a [..., C] tensor that collapse to a 2-D matrix with unit column stride: returns the row
 // stride, or -1 when the leading dims do not collapse into one evenly strided dimension.
 int64_t collapsed_row_stride(const at::Tensor& t) {
+  if (t.dim() >= 1 && t.numel() == 0) return t.size(-1);  // nothing is read or written
   if (t.dim() < 1 || (t.size(-1) > 1 && t.stride(-1) != 1)) return -1;
   if (t.dim() == 1) return t.size(0);
   int64_t row_stride = t.stride(-2);
@@ -43,9 +47,9 @@ void check_matrix_operand(const char* name, const at::Tensor& t, int64_t& ld) {
               "collapse to evenly strided rows; got sizes ", dims_str(t.sizes()), " strides ", dims_str(t.strides()),
               " (call .contiguous() first)");
   TORCH_CHECK(ld % 8 == 0 || t.numel() == 0, "vlattn.linear: ", name, "'s row stride must be a multiple of 8 elements ",
-              "(16 bytes, a TMA requirement); got ", ld);
+              "(16 bytes, a TMA requirement); got ", num(ld));
   TORCH_CHECK(aligned16(t) || t.numel() == 0, "vlattn.linear: ", name,
-              " must start at a 16-byte aligned address (TMA); got a view at offset ", t.storage_offset());
+              " must start at a 16-byte aligned address (TMA); got a view at offset ", num(t.storage_offset()));
 }
 
 const GemmKernelEntry* resolve_config(c10::string_view config) {
@@ -69,14 +73,14 @@ void check_sm90_device(const char* op, const at::Tensor& t) {
   TORCH_CHECK(t.is_cuda(), op, ": the native backend needs CUDA tensors; got ", t.device());
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(t.get_device());
   TORCH_CHECK(prop->major == 9 && prop->minor == 0, op, ": native kernels are built for sm_90a (Hopper); ",
-              t.device(), " is sm_", prop->major, prop->minor, " (", prop->name, "): use backend='composite'");
+              t.device(), " is sm_", num(prop->major * 10 + prop->minor), " (", prop->name, "): use backend='composite'");
 }
 
 at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        c10::string_view config, at::Tensor& out) {
   TORCH_CHECK(weight.dim() == 2, "vlattn.linear: weight must be 2-D [N, K]; got ", dims_str(weight.sizes()));
   const int64_t n = weight.size(0), k = weight.size(1);
-  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == k, "vlattn.linear: x must be [..., K] with K = weight.size(1) = ", k,
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == k, "vlattn.linear: x must be [..., K] with K = weight.size(1) = ", num(k),
               "; got ", dims_str(x.sizes()));
   for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"x", &x}, {"weight", &weight}, {"out", &out}}) {
     TORCH_CHECK(t->scalar_type() == at::kBFloat16, "vlattn.linear: ", name, " must be bfloat16; got ", t->scalar_type());
@@ -92,7 +96,7 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
     TORCH_CHECK(b.scalar_type() == at::kBFloat16, "vlattn.linear: bias must be bfloat16; got ", b.scalar_type());
     TORCH_CHECK(b.device() == x.device(), "vlattn.linear: bias must be on ", x.device(), "; got ", b.device());
     TORCH_CHECK(b.dim() == 1 && b.size(0) == n && b.stride(0) == 1,
-                "vlattn.linear: bias must be a contiguous 1-D [N] tensor with N = ", n, "; got sizes ",
+                "vlattn.linear: bias must be a contiguous 1-D [N] tensor with N = ", num(n), "; got sizes ",
                 dims_str(b.sizes()), " strides ", dims_str(b.strides()));
     TORCH_CHECK(aligned16(b), "vlattn.linear: bias must start at a 16-byte aligned address");
   }
@@ -101,12 +105,12 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   TORCH_CHECK(out.sizes() == at::IntArrayRef(out_shape), "vlattn.linear: out must have shape ",
               dims_str(out_shape), "; got ", dims_str(out.sizes()));
   TORCH_CHECK(k % 8 == 0 && n % 8 == 0, "vlattn.linear: K and N must be multiples of 8 (16-byte TMA rows); got K=",
-              k, ", N=", n);
+              num(k), ", N=", num(n));
   int64_t m = 1;  // rows = product of the leading dims (not numel / K: K may be 0)
   for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
   TORCH_CHECK(m <= std::numeric_limits<int>::max() && n <= std::numeric_limits<int>::max() &&
                   k <= std::numeric_limits<int>::max(),
-              "vlattn.linear: M, N, K must fit in 32 bits; got M=", m, " N=", n, " K=", k);
+              "vlattn.linear: M, N, K must fit in 32 bits; got M=", num(m), " N=", num(n), " K=", num(k));
   const GemmKernelEntry* entry = resolve_config(config);
   if (m == 0 || n == 0) return out;
   if (k == 0) return bias.has_value() ? out.copy_(bias->expand_as(out)) : out.zero_();
@@ -131,8 +135,8 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   at::Tensor workspace;  // from the caching allocator: capturable in CUDA graphs
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
   const GemmStatus status = entry->run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
-  TORCH_CHECK(status == GemmStatus::kSuccess, "vlattn.linear: config ", entry->name, " failed for M=", m, " N=", n,
-              " K=", k, ": ", gemm_status_string(status));
+  TORCH_CHECK(status == GemmStatus::kSuccess, "vlattn.linear: config ", entry->name, " failed for M=", num(m), " N=", num(n),
+              " K=", num(k), ": ", gemm_status_string(status));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
