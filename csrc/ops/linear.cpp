@@ -86,6 +86,8 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
     TORCH_CHECK(t->scalar_type() == at::kBFloat16, "vlattn.linear: ", name, " must be bfloat16; got ", t->scalar_type());
     TORCH_CHECK(t->device() == x.device(), "vlattn.linear: ", name, " must be on ", x.device(), "; got ", t->device());
   }
+  TORCH_CHECK(k % 8 == 0 && n % 8 == 0, "vlattn.linear: K and N must be multiples of 8 (16-byte TMA rows); got K=",
+              num(k), ", N=", num(n));
   int64_t lda = 0, ldb = 0, ldd = 0;
   check_matrix_operand("x", x, lda);
   check_matrix_operand("weight", weight, ldb);
@@ -104,8 +106,6 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   out_shape.back() = n;
   TORCH_CHECK(out.sizes() == at::IntArrayRef(out_shape), "vlattn.linear: out must have shape ",
               dims_str(out_shape), "; got ", dims_str(out.sizes()));
-  TORCH_CHECK(k % 8 == 0 && n % 8 == 0, "vlattn.linear: K and N must be multiples of 8 (16-byte TMA rows); got K=",
-              num(k), ", N=", num(n));
   int64_t m = 1;  // rows = product of the leading dims (not numel / K: K may be 0)
   for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
   TORCH_CHECK(m <= std::numeric_limits<int>::max() && n <= std::numeric_limits<int>::max() &&
