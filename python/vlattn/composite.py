@@ -6,7 +6,6 @@ while its fused attention kernel is not there yet (issue 4).
 """
 from __future__ import annotations
 
-import itertools
 from typing import Callable, Sequence
 
 import torch
@@ -69,8 +68,6 @@ def vision_cross_attention(language_hidden_states, vision_hidden_states, languag
     q_cos, q_sin = reference.rope_1d_cos_sin(language_position_ids, HEAD_DIM, rope_theta, q.dtype)
     q = reference.apply_rotary(q, q_cos, q_sin)
     k_cos, k_sin = reference.rope_3d_cos_sin(vision_grid_thw, thw_split, rope_theta, k.dtype)
-    bounds = [0, *itertools.accumulate(thw_split)]
-    k = torch.cat([reference.apply_rotary(k[..., a:b], k_cos[..., a:b], k_sin[..., a:b])
-                   for a, b in zip(bounds[:-1], bounds[1:])], dim=-1)
+    k = reference.apply_rotary_segments(k, k_cos, k_sin, thw_split)
     o = sdpa(q, k, v, None, False, HEAD_DIM ** -0.5)
     return _output(o, o_proj_weight, linear, out)

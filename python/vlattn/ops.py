@@ -70,6 +70,18 @@ def _check_tensor(op: str, name: str, t, shape: Sequence[int | None], dtype: tor
         _fail(op, f"{name} must be contiguous (a PyTorch Linear parameter layout); got strides {list(t.stride())}")
 
 
+def _check_activation(op: str, name: str, t, axes: str, device: torch.device | None = None,
+                      batch: int | None = None, hidden: int | None = None) -> tuple[int, int, int]:
+    """A bf16 [batch, tokens, hidden] activation (``axes`` names the dims in messages)."""
+    if not isinstance(t, Tensor) or t.dim() != 3:
+        _fail(op, f"{name} must be a 3-D [{axes}] tensor; got {getattr(t, 'shape', type(t).__name__)}")
+    expect = (t.shape[0] if batch is None else batch, t.shape[1], t.shape[2] if hidden is None else hidden)
+    _check_tensor(op, name, t, expect, torch.bfloat16, t.device if device is None else device)
+    if t.shape[2] == 0:
+        _fail(op, f"{name} must have a non-empty hidden dimension")
+    return tuple(t.shape)
+
+
 def _check_heads(op: str, name: str, rows: int) -> int:
     if rows == 0 or rows % HEAD_DIM:
         _fail(op, f"{name} must have a positive multiple of head_dim = {HEAD_DIM} rows; got {rows}")
@@ -114,14 +126,8 @@ def _check_int_list(op: str, name: str, values, *, count: int | None, even: bool
 def validate_mrope_self_attention(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight,
                                   cos, sin, attention_mask, mrope_section, causal) -> Dims:
     op = "mrope_self_attention"
-    if not isinstance(hidden_states, Tensor) or hidden_states.dim() != 3:
-        _fail(op, f"hidden_states must be a 3-D [batch, seq_len, hidden] tensor; got "
-                  f"{getattr(hidden_states, 'shape', type(hidden_states).__name__)}")
+    bsz, seq_len, hidden = _check_activation(op, "hidden_states", hidden_states, "batch, seq_len, hidden")
     device = hidden_states.device
-    bsz, seq_len, hidden = hidden_states.shape
-    if hidden == 0:
-        _fail(op, "hidden_states must have a non-empty hidden dimension")
-    _check_tensor(op, "hidden_states", hidden_states, (bsz, seq_len, hidden), torch.bfloat16, device)
     num_heads, num_kv_heads, out_hidden = _check_projections(op, hidden_states, {
         "q_weight": q_weight, "q_bias": q_bias, "k_weight": k_weight, "k_bias": k_bias,
         "v_weight": v_weight, "v_bias": v_bias, "o_weight": o_weight}, hidden, device)
@@ -142,19 +148,11 @@ def validate_vision_cross_attention(language_hidden_states, vision_hidden_states
                                     vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias,
                                     v_proj_weight, v_proj_bias, o_proj_weight, rope_theta, thw_split) -> Dims:
     op = "vision_cross_attention"
-    if not isinstance(language_hidden_states, Tensor) or language_hidden_states.dim() != 3:
-        _fail(op, f"language_hidden_states must be a 3-D [batch, lang_seq_len, hidden] tensor; got "
-                  f"{getattr(language_hidden_states, 'shape', type(language_hidden_states).__name__)}")
+    bsz, q_len, hidden = _check_activation(op, "language_hidden_states", language_hidden_states,
+                                           "batch, lang_seq_len, hidden")
     device = language_hidden_states.device
-    bsz, q_len, hidden = language_hidden_states.shape
-    if hidden == 0:
-        _fail(op, "language_hidden_states must have a non-empty hidden dimension")
-    _check_tensor(op, "language_hidden_states", language_hidden_states, (bsz, q_len, hidden), torch.bfloat16, device)
-    if not isinstance(vision_hidden_states, Tensor) or vision_hidden_states.dim() != 3:
-        _fail(op, f"vision_hidden_states must be a 3-D [batch, vision_seq_len, hidden] tensor; got "
-                  f"{getattr(vision_hidden_states, 'shape', type(vision_hidden_states).__name__)}")
-    kv_len = vision_hidden_states.shape[1]
-    _check_tensor(op, "vision_hidden_states", vision_hidden_states, (bsz, kv_len, hidden), torch.bfloat16, device)
+    _, kv_len, _ = _check_activation(op, "vision_hidden_states", vision_hidden_states,
+                                     "batch, vision_seq_len, hidden", device, bsz, hidden)
     if kv_len == 0 and q_len > 0:
         _fail(op, "vision_hidden_states must have at least one token: attention over 0 keys is undefined")
     _check_tensor(op, "language_position_ids", language_position_ids, (bsz, q_len), torch.int64, device)

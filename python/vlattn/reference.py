@@ -119,6 +119,15 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return (x * cos) + (rotate_half(x) * sin)
 
 
+def apply_rotary_segments(x: Tensor, cos: Tensor, sin: Tensor, split: Sequence[int]) -> Tensor:
+    """Independent rotate-half RoPEs on consecutive channel segments of widths ``split`` (034's K):
+    pairs never cross a segment boundary."""
+    bounds = [0, *itertools.accumulate(split)]
+    return torch.cat(
+        [apply_rotary(x[..., a:b], cos[..., a:b], sin[..., a:b]) for a, b in zip(bounds[:-1], bounds[1:])], dim=-1
+    )
+
+
 def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
     """[B, Hkv, S, D] -> [B, Hkv*n_rep, S, D]; query head h reads KV head h // n_rep."""
     if n_rep == 1:
@@ -254,12 +263,7 @@ def vision_qkv(
     q = apply_rotary(q, q_cos, q_sin)
 
     k_cos, k_sin = rope_3d_cos_sin(vision_grid_thw, thw_split, rope_theta, k.dtype)
-    bounds = [0, *itertools.accumulate(thw_split)]
-    k = torch.cat(
-        [apply_rotary(k[..., a:b], k_cos[..., a:b], k_sin[..., a:b]) for a, b in zip(bounds[:-1], bounds[1:])],
-        dim=-1,
-    )
-    return q, k, v
+    return q, apply_rotary_segments(k, k_cos, k_sin, thw_split), v
 
 
 @torch.no_grad()
