@@ -3,7 +3,7 @@
 # logs and JSON under $OUT (default ./gpu_out). Carry the nvidia-cutlass wheel in .whl/ (the machine
 # has no network): see README "Developing on the GPU machine".
 #
-#   scripts/gpu_check.sh [all|build|test|bench] [extra pytest args...]
+#   scripts/gpu_check.sh [all|build|test|bench|tune] [extra pytest args...]
 # Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_TIMEOUT_S,
 #              BENCH_TIMEOUT_S.
 set -uo pipefail
@@ -59,13 +59,23 @@ run_bench() {
   [ $rc -eq 0 ] || status=1
 }
 
+run_tune() {
+  log "tune"
+  timeout "${TUNE_TIMEOUT_S:-300}" python3 -m vlattn.tune --out "$OUT/gemm_tuned_h200.json" > "$OUT/tune.log" 2>&1
+  local rc=$?
+  tail -5 "$OUT/tune.log"
+  log "tune rc=$rc (copy \$OUT/gemm_tuned_h200.json to python/vlattn/data/ to commit it)"
+  [ $rc -eq 0 ] || status=1
+}
+
 setup_env
 case "$what" in
   build) build ;;
   test) build; run_tests "$@" ;;
   bench) build; run_bench ;;
+  tune) build; run_tune ;;
   all) build; run_tests "$@"; run_bench ;;
-  *) echo "usage: $0 [all|build|test|bench]"; exit 2 ;;
+  *) echo "usage: $0 [all|build|test|bench|tune]"; exit 2 ;;
 esac
 log "done status=$status"
 exit $status

@@ -39,23 +39,34 @@ def tuned_table(monkeypatch):
 # Analytic rule
 # --------------------------------------------------------------------------------------------
 
-def test_small_m_picks_stream_k():
-    # 1 x 28 tiles of 128x128 on 132 SMs: split K.
-    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS) == STREAMK
+# Measured best persistent config per shape (H200, 2026-11-30 smoke run, cold L2, µs in comments).
+@pytest.mark.parametrize("m,n,k,best", [
+    (128, 4608, 3584, PINGPONG),   # pingpong 20.4, coop 25.5, 128x256 39.9
+    (128, 3584, 3584, PINGPONG),   # 18.6 / 24.3 / 39.7
+    (541, 3584, 3584, PINGPONG),   # 30.6 / 43.4 / 40.4
+    (4096, 4608, 3584, DEFAULT_CONFIG),  # coop 199.7, 128x256 203.2, pingpong 327.7
+    (8192, 4096, 4096, LARGE),     # 128x256 416.4, coop 424.3
+    (128, 1024, 4096, PINGPONG),   # 17.5 / 32.0 / 57.5
+])
+def test_analytic_matches_measured_best(m, n, k, best):
+    assert dispatch.analytic_config(m, n, k, H200_SMS) == best
 
 
-def test_large_m_picks_128x256():
-    # 128 x 18 tiles of 128x256: many full waves.
-    assert dispatch.analytic_config(16384, 4608, 3584, H200_SMS) == LARGE
-
-
-def test_short_k_never_stream_k():
-    assert dispatch.analytic_config(128, 3584, 512, H200_SMS) != STREAMK
+def test_analytic_never_picks_stream_k():
+    for m in (1, 128, 541, 4096, 16384):
+        assert dispatch.analytic_config(m, 3584, 3584, H200_SMS) != STREAMK
 
 
 def test_sm_count_is_an_input():
-    # 28 tiles: stream-K on 132 SMs, but a full wave on a 28-SM part.
-    assert dispatch.analytic_config(128, 3584, 3584, 28) != STREAMK
+    # 28 tiles of 128x128: under a wave on 132 SMs (the 64x128 tile doubles them), one full wave on
+    # a 28-SM part (where 56 ping-pong tiles would need two).
+    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS) == PINGPONG
+    assert dispatch.analytic_config(128, 3584, 3584, 28) == DEFAULT_CONFIG
+
+
+def test_analytic_stays_in_candidates():
+    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS, {DEFAULT_CONFIG, LARGE}) == DEFAULT_CONFIG
+    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS, {STREAMK}) is None
 
 
 def test_analytic_picks_are_configs_for_every_workload_gemm():
@@ -70,14 +81,18 @@ def test_analytic_picks_are_configs_for_every_workload_gemm():
 # --------------------------------------------------------------------------------------------
 
 def test_select_uses_analytic_when_compiled(no_tuned_table):
-    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, ALL) == STREAMK
-    assert dispatch.select_gemm_config(16384, 4608, 3584, H200_SMS, ALL) == LARGE
+    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, ALL) == PINGPONG
+    assert dispatch.select_gemm_config(8192, 4096, 4096, H200_SMS, ALL) == LARGE
 
 
-def test_select_falls_back_to_default_when_pick_not_compiled(no_tuned_table):
-    compiled = frozenset({DEFAULT_CONFIG, PINGPONG})
+def test_select_analytic_chooses_among_compiled(no_tuned_table):
+    compiled = frozenset({DEFAULT_CONFIG, LARGE})
     assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, compiled) == DEFAULT_CONFIG
-    assert dispatch.select_gemm_config(16384, 4608, 3584, H200_SMS, compiled) == DEFAULT_CONFIG
+    assert dispatch.select_gemm_config(8192, 4096, 4096, H200_SMS, compiled) == LARGE
+
+
+def test_select_stream_k_only_build_uses_it(no_tuned_table):
+    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, frozenset({STREAMK})) == STREAMK
 
 
 def test_select_without_default_compiled_stays_in_compiled_set(no_tuned_table):
@@ -90,8 +105,9 @@ def test_select_prefers_tuned_entry_when_compiled(tuned_table):
     tuned_table[(128, 3584, 3584)] = PINGPONG
     assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, ALL) == PINGPONG
     # A tuned pick that this build lacks falls through to the analytic rule.
+    tuned_table[(8192, 4096, 4096)] = STREAMK
     dispatch.select_gemm_config.cache_clear()
-    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, ALL - {PINGPONG}) == STREAMK
+    assert dispatch.select_gemm_config(8192, 4096, 4096, H200_SMS, ALL - {STREAMK}) == LARGE
 
 
 def test_committed_tuned_table_names_known_configs():
@@ -138,3 +154,24 @@ def test_config_list_shape():
 def test_illegal_config_rejected(tile, schedule, scheduler):
     with pytest.raises(ValueError, match="bad"):
         GemmConfig("bad", tile, (1, 1), schedule, scheduler)
+
+
+# --------------------------------------------------------------------------------------------
+# The tuning script's table logic (the timing itself needs a GPU)
+# --------------------------------------------------------------------------------------------
+
+def test_tune_best_entries_merges_bias_and_skips_failed_configs():
+    from vlattn import tune
+    timings = {
+        "128x3584x3584": {"m": 128, "n": 3584, "k": 3584, "bias": False, "us": {"a": 10.0, "b": 12.0, "c": 1.0}},
+        "128x3584x3584+b": {"m": 128, "n": 3584, "k": 3584, "bias": True, "us": {"a": 11.0, "b": 8.0, "c": None}},
+        "1x8x8": {"m": 1, "n": 8, "k": 8, "bias": False, "us": {"a": None}},
+    }
+    # a: 21, b: 20, c failed on one variant -> never chosen; a shape where every config failed has no entry.
+    assert tune.best_entries(timings) == {"128,3584,3584": "b"}
+
+
+def test_tune_without_gpu_exits_2(monkeypatch):
+    from vlattn import tune
+    monkeypatch.setattr(tune.torch.cuda, "is_available", lambda: False)
+    assert tune.main([]) == 2

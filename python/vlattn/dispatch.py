@@ -13,7 +13,9 @@ import os
 import sys
 from importlib import resources
 
-from .gemm_configs import BY_NAME, DEFAULT_CONFIG
+from typing import Iterable
+
+from .gemm_configs import BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, GemmConfig
 
 _TUNED_FILE = "gemm_tuned_h200.json"
 
@@ -37,25 +39,36 @@ def tuned_table() -> dict[tuple[int, int, int], str]:
     return table
 
 
-def _tiles(m: int, n: int, tile: tuple[int, int, int]) -> int:
-    return math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+# Relative mainloop throughput of a full tile, by (tile, schedule). Calibrated on the H200 smoke run
+# of 2026-11-30 (all four configs timed on 7 projection shapes, cold L2; bench/NOTES.md): with these,
+# the wave model below picks the measured-best persistent config on every one of those shapes.
+_TILE_EFFICIENCY = {
+    ((128, 256, 64), "cooperative"): 1.0,
+    ((128, 128, 64), "cooperative"): 0.95,
+    ((64, 128, 64), "pingpong"): 0.85,
+}
 
 
-def analytic_config(m: int, n: int, k: int, sm_count: int) -> str:
-    """Wave-count heuristic until the tuned table covers a shape.
+def estimated_cost(config: GemmConfig, m: int, n: int, sm_count: int) -> float:
+    """Wave model: whole waves of persistent tiles, each costing its area over its efficiency.
+    Partial last waves cost a full wave, which is what makes 541 x 3584 (140 tiles of 128x128 on
+    132 SMs) slow with 128x128 and fast with 64x128."""
+    tm, tn, _ = config.tile
+    tiles = math.ceil(m / tm) * math.ceil(n / tn)
+    waves = math.ceil(tiles / sm_count)
+    return waves * tm * tn / _TILE_EFFICIENCY.get((config.tile, config.schedule), 0.9)
 
-    - Fewer 128x128 tiles than half the SMs: most SMs would idle while the weights stream, so
-      split K (stream-K) to put every SM on a share of the K loop.
-    - Enough 128x256 tiles for a full wave: the larger tile re-reads A half as often.
-    - Under one wave of 128x128 tiles: 64x128 ping-pong doubles the tile count.
-    """
-    if _tiles(m, n, (128, 128, 64)) * 2 <= sm_count and k >= 1024:
-        return "t128x128x64_c1x1_coop_streamk"
-    if _tiles(m, n, (128, 256, 64)) >= sm_count:
-        return "t128x256x64_c1x1_coop"
-    if _tiles(m, n, (128, 128, 64)) < sm_count:
-        return "t64x128x64_c1x1_pingpong"
-    return DEFAULT_CONFIG
+
+def analytic_config(m: int, n: int, k: int, sm_count: int, candidates: Iterable[str] | None = None) -> str | None:
+    """The persistent config with the lowest wave-model cost among ``candidates`` (default: all).
+
+    Stream-K is left to the tuned table: on every small-M shape measured (M = 128..541) the 64x128
+    ping-pong tile was faster (e.g. 128x3584x3584: 18.6 µs vs 27.3 µs stream-K, 2026-11-30)."""
+    allowed = set(BY_NAME if candidates is None else candidates)
+    pool = [c for c in GEMM_CONFIGS if c.scheduler == "persistent" and c.name in allowed]
+    if not pool:
+        return None
+    return min(pool, key=lambda c: (estimated_cost(c, m, n, sm_count), c.name != DEFAULT_CONFIG)).name
 
 
 @functools.lru_cache(maxsize=4096)
@@ -64,8 +77,8 @@ def select_gemm_config(m: int, n: int, k: int, sm_count: int, compiled: frozense
     name = tuned_table().get((m, n, k))
     source = "tuned"
     if name is None or name not in compiled:
-        name, source = analytic_config(m, n, k, sm_count), "analytic"
-    if name not in compiled:
+        name, source = analytic_config(m, n, k, sm_count, compiled), "analytic"
+    if name is None:  # nothing persistent compiled: only stream-K builds
         name, source = (DEFAULT_CONFIG if DEFAULT_CONFIG in compiled else min(compiled)), "default"
     if _log_enabled():
         print(f"vlattn: gemm M={m} N={n} K={k} -> {name} ({source})", file=sys.stderr)

@@ -11,9 +11,10 @@ Why these configs (H200, bf16, K = 3584 or 4096, N = 512..4608):
   accumulators are 128 registers per consumer thread, which still fits next to the mainloop.
 - 64x128x64 ping-pong, persistent: mid M. Two warpgroups alternate mainloop and epilogue on
   separate 64-row tiles, hiding the epilogue behind the other's MMAs.
-- 128x128x64 cooperative, stream-K: small M (128..613 tokens). M/128 x N/128 output tiles are far
-  fewer than 132 SMs (e.g. 1 x 28 for the Q projection at M=128), so splitting K across CTAs is
-  the only way to have every SM stream its share of the weights.
+- 128x128x64 cooperative, stream-K: small M (128..613 tokens), where M/128 x N/128 output tiles
+  are far fewer than 132 SMs and splitting K puts every SM on the weights. Measured slower than the
+  64x128 ping-pong tile on every small-M shape tried so far (2026-11-30), so only a tuned-table
+  entry selects it; kept compiled as the base for the split-K work of the projection GEMMs.
 """
 from __future__ import annotations
 

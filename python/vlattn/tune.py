@@ -1,0 +1,90 @@
+"""Measure every compiled GEMM config on the workloads' projection shapes and write the tuned table
+that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
+
+    python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--problem 007|034|all]
+
+Each config is checked against F.linear on the shape before it is timed (a config that fails is
+never chosen); timing is the bench's cold-L2 CUDA-event median. The JSON keeps every timing, so a
+reader can see by how much the winner won. Commit the file with the GPU and date in its meta.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from . import _ext, bench, workloads
+from .ops import linear
+
+
+def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int) -> dict:
+    timer = bench.CudaTimer(device)
+    timings = {}
+    for s in shapes:
+        x, w, b = bench._gemm_operands(s, device, seed)
+        ref = F.linear(x, w, b)
+        out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
+        row = {}
+        for name in configs:
+            out.fill_(float("nan"))
+            linear(x, w, b, out=out, config=name)
+            if not bench.compare_gemm(out, ref)["ok"]:
+                row[name] = None  # wrong on this shape: never chosen
+                continue
+            row[name] = bench.time_stats(timer(lambda: linear(x, w, b, out=out, config=name), iters, warmup))["us_median"]
+        timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row}
+        best = min((us, n) for n, us in row.items() if us is not None)
+        print(f"{s.label:>22}  " + "  ".join(f"{n}={us:.1f}" if us else f"{n}=FAIL" for n, us in row.items())
+              + f"  -> {best[1]}", flush=True)
+    return timings
+
+
+def best_entries(timings: dict) -> dict[str, str]:
+    """"M,N,K" -> fastest config; with and without bias share an entry (the sum of both times)."""
+    totals: dict[str, dict[str, float]] = {}
+    for t in timings.values():
+        row = totals.setdefault(f"{t['m']},{t['n']},{t['k']}", {})
+        for name, us in t["us"].items():
+            row[name] = row.get(name, 0.0) + (float("inf") if us is None else us)
+    return {key: min(row, key=row.get) for key, row in sorted(totals.items()) if min(row.values()) < float("inf")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vlattn.tune", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="default: the package's data/gemm_tuned_h200.json")
+    parser.add_argument("--problem", default="all", choices=("007", "034", "all"))
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("vlattn.tune: no CUDA device; tuning needs the GPU it tunes for", file=sys.stderr)
+        return 2
+    device = torch.device("cuda", torch.cuda.current_device())
+    configs = [c["name"] for c in _ext.require("vlattn.tune").gemm_configs()]
+    chosen = workloads.load(None if args.problem == "all" else args.problem)
+    shapes = bench.dedupe_gemm_shapes((w.name, workloads.projection_shapes(w)) for w in chosen)
+    timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed)
+    props = torch.cuda.get_device_properties(device)
+    table = {
+        "meta": {"gpu": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
+                 "cuda": torch.version.cuda, "date": datetime.date.today().isoformat(),
+                 "commit": bench.commit_info().get("commit"), "iters": args.iters, "configs": configs,
+                 "tool": "python -m vlattn.tune"},
+        "entries": best_entries(timings),
+        "timings": timings,
+    }
+    out = args.out or Path(str(resources.files("vlattn").joinpath("data", "gemm_tuned_h200.json")))
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"wrote {out}: {len(table['entries'])} entries")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
