@@ -313,27 +313,32 @@ def _native_linear(x: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor |
     return linear(x if x.is_contiguous() else x.contiguous(), weight, bias, out=out)
 
 
+def _run_layer(chosen: str, dims: Dims, like: Tensor, args: tuple, kwargs: dict, reference_fn, composite_fn,
+               out: Tensor | None) -> Tensor:
+    """Run a validated layer call on the chosen backend; ``like`` is the query-side activation."""
+    if like.numel() == 0:
+        result = like.new_empty(dims.batch, dims.q_len, dims.out_hidden)
+    elif chosen == "reference":
+        result = reference_fn(*args, **kwargs)
+    else:
+        kwargs = dict(kwargs, linear=_native_linear if chosen == "native" else torch.nn.functional.linear)
+        if out is not None and chosen == "native":  # the O-projection GEMM writes into out directly
+            return composite_fn(*args, **kwargs, out=out)
+        result = composite_fn(*args, **kwargs)
+    return result if out is None else out.copy_(result)
+
+
 def _mrope_impl(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin,
                 attention_mask, mrope_section, causal, backend, out):
     op = "mrope_self_attention"
-    dims = validate_mrope_self_attention(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias,
-                                         o_weight, cos, sin, attention_mask, mrope_section, causal)
+    args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
+    dims = validate_mrope_self_attention(*args, mrope_section, causal)
     if out is not None:
         _check_out(op, out, dims, hidden_states)
     chosen = resolve_backend(op, backend, hidden_states.device, dims)
-    args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
-    if hidden_states.numel() == 0:
-        result = hidden_states.new_empty(dims.batch, dims.q_len, dims.out_hidden)
-    elif chosen == "reference":
-        result = reference.mrope_self_attention(*args, mrope_section=tuple(mrope_section), causal=causal)
-    else:
-        linear_fn = _native_linear if chosen == "native" else torch.nn.functional.linear
-        if out is not None and chosen == "native":
-            return composite.mrope_self_attention(*args, mrope_section=tuple(mrope_section), causal=causal,
-                                                  linear=linear_fn, out=out)
-        result = composite.mrope_self_attention(*args, mrope_section=tuple(mrope_section), causal=causal,
-                                                linear=linear_fn)
-    return result if out is None else out.copy_(result)
+    kwargs = dict(mrope_section=tuple(mrope_section), causal=causal)
+    return _run_layer(chosen, dims, hidden_states, args, kwargs, reference.mrope_self_attention,
+                      composite.mrope_self_attention, out)
 
 
 def _cross_impl(language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
@@ -347,16 +352,8 @@ def _cross_impl(language_hidden_states, vision_hidden_states, language_position_
         _check_out(op, out, dims, language_hidden_states)
     chosen = resolve_backend(op, backend, language_hidden_states.device, dims)
     kwargs = dict(rope_theta=float(rope_theta), thw_split=tuple(thw_split))
-    if language_hidden_states.numel() == 0:
-        result = language_hidden_states.new_empty(dims.batch, dims.q_len, dims.out_hidden)
-    elif chosen == "reference":
-        result = reference.vision_cross_attention(*args, **kwargs)
-    else:
-        linear_fn = _native_linear if chosen == "native" else torch.nn.functional.linear
-        if out is not None and chosen == "native":
-            return composite.vision_cross_attention(*args, **kwargs, linear=linear_fn, out=out)
-        result = composite.vision_cross_attention(*args, **kwargs, linear=linear_fn)
-    return result if out is None else out.copy_(result)
+    return _run_layer(chosen, dims, language_hidden_states, args, kwargs, reference.vision_cross_attention,
+                      composite.vision_cross_attention, out)
 
 
 def _register() -> None:
