@@ -56,11 +56,18 @@ def problem_key(problem: str) -> str:
 
 
 def seeds_dir() -> Path | None:
-    """The SOL-ExecBench seeds directory: $VLATTN_SEEDS_DIR, else ``<repo>/../shared/sol_execbench``."""
+    """The SOL-ExecBench seeds directory: $VLATTN_SEEDS_DIR, else ``<repo>/../shared/sol_execbench``
+    found from this file (a source tree) or from the working directory (an installed package run
+    from a checkout)."""
     env = os.environ.get("VLATTN_SEEDS_DIR")
-    # python/vlattn/reference.py -> parents[2] is the repository root.
-    path = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "sol_execbench"
-    return path if path.is_dir() else None
+    if env:
+        return Path(env) if Path(env).is_dir() else None
+    # python/vlattn/reference.py -> parents[2] is the repository root of a source tree.
+    for repo in (Path(__file__).resolve().parents[2], Path.cwd()):
+        path = repo.parent / "shared" / "sol_execbench"
+        if path.is_dir():
+            return path
+    return None
 
 
 def load_seed(problem: str) -> ModuleType | None:
