@@ -3,7 +3,7 @@
 # logs and JSON under $OUT (default ./gpu_out). Carry the nvidia-cutlass wheel in .whl/ (the machine
 # has no network): see README "Developing on the GPU machine".
 #
-#   scripts/gpu_check.sh [all|build|test|bench|tune] [extra pytest args...]
+#   scripts/gpu_check.sh [all|build|test|bench|tune|sanitize] [extra pytest args...]
 # Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_TIMEOUT_S,
 #              BENCH_TIMEOUT_S.
 set -uo pipefail
@@ -68,14 +68,27 @@ run_tune() {
   [ $rc -eq 0 ] || status=1
 }
 
+run_sanitize() {
+  # memcheck and racecheck on small and tail GEMM shapes (one config each); slow, so a subset.
+  log "compute-sanitizer"
+  local rc=0 tool
+  for tool in memcheck racecheck; do
+    timeout "${SANITIZE_TIMEOUT_S:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      python3 -m pytest -q -x tests/test_gemm.py -k "test_each_config" > "$OUT/sanitize_$tool.log" 2>&1 || rc=$?
+    log "compute-sanitizer $tool rc=$rc: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
+  done
+  [ $rc -eq 0 ] || status=1
+}
+
 setup_env
 case "$what" in
   build) build ;;
   test) build; run_tests "$@" ;;
   bench) build; run_bench ;;
   tune) build; run_tune ;;
+  sanitize) build; run_sanitize ;;
   all) build; run_tests "$@"; run_bench ;;
-  *) echo "usage: $0 [all|build|test|bench|tune]"; exit 2 ;;
+  *) echo "usage: $0 [all|build|test|bench|tune|sanitize]"; exit 2 ;;
 esac
 log "done status=$status"
 exit $status
