@@ -328,16 +328,20 @@ def check_fp32_rule(w: W.Workload, backend: str) -> None:
     assert err <= 2 * ref16_err + 1e-3, f"{w.name} backend={backend}: rel err {err:.3e}, bf16 reference {ref16_err:.3e}"
 
 
-@requires_cuda
+# composite runs on any CUDA GPU, native needs sm_90 and the extension.
+GPU_BACKENDS = [pytest.param("composite", marks=requires_cuda), pytest.param("native", marks=requires_sm90)]
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
 @pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])
-def test_composite_benchmark_rule(w):
-    check_benchmark_rule(w, "composite")
+def test_benchmark_rule(w, backend):
+    check_benchmark_rule(w, backend)
 
 
-@requires_cuda
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
 @pytest.mark.parametrize("name", STRICT)
-def test_composite_fp32_rule(name, highest_fp32_matmul):
-    check_fp32_rule(workload(name), "composite")
+def test_fp32_rule(name, backend, highest_fp32_matmul):
+    check_fp32_rule(workload(name), backend)
 
 
 @requires_cuda
@@ -355,18 +359,6 @@ def test_composite_out(name):
 # --------------------------------------------------------------------------------------------
 # sm_90: the native backend
 # --------------------------------------------------------------------------------------------
-
-@requires_sm90
-@pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])
-def test_native_benchmark_rule(w):
-    check_benchmark_rule(w, "native")
-
-
-@requires_sm90
-@pytest.mark.parametrize("name", STRICT)
-def test_native_fp32_rule(name, highest_fp32_matmul):
-    check_fp32_rule(workload(name), "native")
-
 
 @requires_sm90
 @pytest.mark.parametrize("name", ["007[B=1,S=613]", "034[B=4,Lq=541,Lv=980]"])
