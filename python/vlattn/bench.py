@@ -798,25 +798,15 @@ def run_layers(ws: list, impls: list[Impl], device: torch.device, timer, opts: O
                budget: Budget) -> dict:
     records: list[dict] = []
     notes: list[str] = []
-    aborted = None
     if not impls:
         notes.append("layers: no implementation to run")
         print(notes[-1], flush=True)
         ws = []
     else:
         print(layer_header(impls), flush=True)
-    for done, w in enumerate(ws):
-        if budget.exceeded():
-            notes.append(_budget_note(budget, done, len(ws), "workloads"))
-            print(notes[-1], flush=True)
-            break
-        try:
-            recs, ws_notes = bench_workload(w, impls, device, timer, opts)
-        except Exception as exc:  # the harness itself broke, e.g. a sticky CUDA error
-            aborted = f"{w.name}: run aborted: {_error_text(exc)}"
-            notes.append(aborted)
-            print(aborted, flush=True)
-            break
+    sweep = Sweep(budget, notes)
+    for w, (recs, ws_notes) in sweep(ws, "workloads", lambda w: w.name,
+                                     lambda w: bench_workload(w, impls, device, timer, opts)):
         records.extend(recs)
         print(layer_line(recs), flush=True)
         for line in layer_notes(recs) + [f"    {n}" for n in ws_notes]:
@@ -824,7 +814,30 @@ def run_layers(ws: list, impls: list[Impl], device: torch.device, timer, opts: O
         notes.extend(f"{w.name}: {n}" for n in ws_notes)
     summary = summarize_layers(records, [impl.key for impl in impls])
     print_layer_summary(summary)
-    return {"results": records, "summary": summary, "notes": notes, "aborted": aborted}
+    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted}
+
+
+class Sweep:
+    """Measures items one by one until the time budget runs out (a note says how far it got) or
+    the harness itself breaks, e.g. a sticky CUDA error (``aborted`` says where and why)."""
+
+    def __init__(self, budget: Budget, notes: list[str]):
+        self.budget, self.notes, self.aborted = budget, notes, None
+
+    def __call__(self, items: list, what: str, label: Callable[[Any], str], measure: Callable[[Any], Any]):
+        for done, item in enumerate(items):
+            if self.budget.exceeded():
+                self.notes.append(_budget_note(self.budget, done, len(items), what))
+                print(self.notes[-1], flush=True)
+                return
+            try:
+                result = measure(item)
+            except Exception as exc:
+                self.aborted = f"{label(item)}: run aborted: {_error_text(exc)}"
+                self.notes.append(self.aborted)
+                print(self.aborted, flush=True)
+                return
+            yield item, result
 
 
 def _budget_note(budget: Budget, done: int, total: int, what: str) -> str:
@@ -986,19 +999,9 @@ def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budge
     print(f"\n{len(shapes)} distinct projection GEMMs (bf16, out[M,N] = x[M,K]·W[N,K]ᵀ + b)", flush=True)
     print(gemm_header(), flush=True)
     records = []
-    aborted = None
-    for done, s in enumerate(shapes):
-        if budget.exceeded():
-            notes.append(_budget_note(budget, done, len(shapes), "GEMM shapes"))
-            print(notes[-1], flush=True)
-            break
-        try:
-            rec = bench_gemm_shape(s, device, timer, opts, vlattn_ok=why_not is None)
-        except Exception as exc:  # the harness itself broke, e.g. a sticky CUDA error
-            aborted = f"gemm {s.label}: run aborted: {_error_text(exc)}"
-            notes.append(aborted)
-            print(aborted, flush=True)
-            break
+    sweep = Sweep(budget, notes)
+    for _, rec in sweep(shapes, "GEMM shapes", lambda s: f"gemm {s.label}",
+                        lambda s: bench_gemm_shape(s, device, timer, opts, vlattn_ok=why_not is None)):
         records.append(rec)
         print(gemm_line(rec), flush=True)
         for side in ("cublas", "vlattn"):
@@ -1006,7 +1009,7 @@ def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budge
                 print(f"    {side}: {rec[side]['status']}: {rec[side]['error']}", flush=True)
     summary = summarize_gemm(records)
     print_gemm_summary(summary)
-    return {"results": records, "summary": summary, "notes": notes, "aborted": aborted}
+    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted}
 
 
 # --------------------------------------------------------------------------------------------
