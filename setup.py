@@ -142,7 +142,10 @@ const GemmKernelEntry* find_gemm_kernel(const char* name) {{
 def extension() -> CUDAExtension:
     cutlass = cutlass_root()
     generated = ROOT / "build" / "generated"
-    sources = sorted(str(p) for p in (ROOT / "csrc").rglob("*.cpp")) + generate_gemm_sources(generated)
+    # Hand-written kernels: every .cpp (host, torch headers allowed) and .cu (device, no torch headers)
+    # under csrc/; the CUTLASS GEMM configs are generated.
+    sources = sorted(str(p) for ext in ("*.cpp", "*.cu") for p in (ROOT / "csrc").rglob(ext))
+    sources += generate_gemm_sources(generated)
     include_dirs = [str(ROOT / "csrc"), str(cutlass / "include"), str(cutlass / "tools" / "util" / "include")]
     wheel_includes = [f for inc in cuda_wheel_includes() for f in ("-isystem", inc)]
 
