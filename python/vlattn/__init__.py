@@ -16,8 +16,10 @@ from .ops import (
     backend_for,
     extension_info,
     linear,
+    mrope_qkv,
     mrope_self_attention,
     vision_cross_attention,
+    vision_qkv,
 )
 
 __version__ = "0.1.0"
@@ -29,8 +31,10 @@ __all__ = [
     "backend_for",
     "extension_info",
     "linear",
+    "mrope_qkv",
     "mrope_self_attention",
     "reference",
     "vision_cross_attention",
+    "vision_qkv",
     "workloads",
 ]

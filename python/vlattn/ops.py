@@ -2,8 +2,8 @@
 C++ schemas in csrc/torch_bindings.cpp (torch.ops.vlattn.*), with their fake implementations.
 
 Backends (DESIGN.md):
-- ``native``: the sm_90a kernels (Hopper). Today: the CUTLASS projection GEMMs; RoPE and attention
-  still run as in ``composite`` until the fused kernels land (issues 3 and 4).
+- ``native``: the sm_90a kernels (Hopper). Today: the fused QKV + bias + RoPE projection kernel,
+  SDPA for attention (until the fused attention kernel lands, issue 4), the CUTLASS O projection.
 - ``composite``: cuBLAS + PyTorch RoPE + SDPA, any CUDA GPU.
 - ``reference``: the exact bf16 reference (vlattn.reference); the CPU backend.
 Choice: the ``backend=`` argument, else ``VLATTN_BACKEND``, else automatic; never silent: each
@@ -313,17 +313,42 @@ def _native_linear(x: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor |
     return linear(x if x.is_contiguous() else x.contiguous(), weight, bias, out=out)
 
 
+def _dense(t: Tensor) -> Tensor:
+    """The fused kernels read activations as evenly strided rows (TMA); copy only if they are not."""
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _native_mrope(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin,
+                  attention_mask=None, *, mrope_section, causal, out=None):
+    """native 007: one fused QKV + bias + mRoPE launch (head-major q/k/v), SDPA, the O-projection GEMM."""
+    q, k, v = torch.ops.vlattn.mrope_qkv(_dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight,
+                                         v_bias, cos, sin, mrope_section=list(mrope_section))
+    o = composite.sdpa(q, k, v, attention_mask, causal, HEAD_DIM ** -0.5)
+    return composite._output(o, o_weight, _native_linear, out)
+
+
+def _native_cross(language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
+                  q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight,
+                  *, rope_theta, thw_split, out=None):
+    """native 034: fused Q + 1D RoPE and fused K/V + t/h/w RoPE launches, SDPA, the O-projection GEMM."""
+    q, k, v = torch.ops.vlattn.vision_qkv(_dense(language_hidden_states), _dense(vision_hidden_states),
+                                          language_position_ids, vision_grid_thw, q_proj_weight, q_proj_bias,
+                                          k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias,
+                                          rope_theta=float(rope_theta), thw_split=list(thw_split))
+    o = composite.sdpa(q, k, v, None, False, HEAD_DIM ** -0.5)
+    return composite._output(o, o_proj_weight, _native_linear, out)
+
+
 def _run_layer(chosen: str, dims: Dims, like: Tensor, args: tuple, kwargs: dict, reference_fn, composite_fn,
-               out: Tensor | None) -> Tensor:
+               native_fn, out: Tensor | None) -> Tensor:
     """Run a validated layer call on the chosen backend; ``like`` is the query-side activation."""
     if like.numel() == 0:
         result = like.new_empty(dims.batch, dims.q_len, dims.out_hidden)
     elif chosen == "reference":
         result = reference_fn(*args, **kwargs)
+    elif chosen == "native":
+        return native_fn(*args, **kwargs, out=out)  # the O-projection GEMM writes into out directly
     else:
-        kwargs = dict(kwargs, linear=_native_linear if chosen == "native" else torch.nn.functional.linear)
-        if out is not None and chosen == "native":  # the O-projection GEMM writes into out directly
-            return composite_fn(*args, **kwargs, out=out)
         result = composite_fn(*args, **kwargs)
     return result if out is None else out.copy_(result)
 
@@ -338,7 +363,7 @@ def _mrope_impl(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_b
     chosen = resolve_backend(op, backend, hidden_states.device, dims)
     kwargs = dict(mrope_section=tuple(mrope_section), causal=causal)
     return _run_layer(chosen, dims, hidden_states, args, kwargs, reference.mrope_self_attention,
-                      composite.mrope_self_attention, out)
+                      composite.mrope_self_attention, _native_mrope, out)
 
 
 def _cross_impl(language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
@@ -353,7 +378,7 @@ def _cross_impl(language_hidden_states, vision_hidden_states, language_position_
     chosen = resolve_backend(op, backend, language_hidden_states.device, dims)
     kwargs = dict(rope_theta=float(rope_theta), thw_split=tuple(thw_split))
     return _run_layer(chosen, dims, language_hidden_states, args, kwargs, reference.vision_cross_attention,
-                      composite.vision_cross_attention, out)
+                      composite.vision_cross_attention, _native_cross, out)
 
 
 def _register() -> None:
@@ -387,6 +412,22 @@ def _register() -> None:
     @torch.library.register_fake(lib + "linear.out")
     def _linear_out_fake(x, weight, bias=None, config="", *, out):
         return out
+
+    @torch.library.register_fake(lib + "mrope_qkv")
+    def _mrope_qkv_fake(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin, **kw):
+        bsz, seq_len = hidden_states.shape[:2]
+        q = hidden_states.new_empty(bsz, q_weight.shape[0] // HEAD_DIM, seq_len, HEAD_DIM)
+        k = hidden_states.new_empty(bsz, k_weight.shape[0] // HEAD_DIM, seq_len, HEAD_DIM)
+        return q, k, torch.empty_like(k)
+
+    @torch.library.register_fake(lib + "vision_qkv")
+    def _vision_qkv_fake(language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
+                         q_proj_weight, q_proj_bias, k_proj_weight, *a, **kw):
+        bsz, lang_len = language_hidden_states.shape[:2]
+        vis_len = vision_hidden_states.shape[1]
+        q = language_hidden_states.new_empty(bsz, q_proj_weight.shape[0] // HEAD_DIM, lang_len, HEAD_DIM)
+        k = language_hidden_states.new_empty(bsz, k_proj_weight.shape[0] // HEAD_DIM, vis_len, HEAD_DIM)
+        return q, k, torch.empty_like(k)
 
     @torch.library.register_fake(lib + "mrope_self_attention")
     def _mrope_fake(hidden_states, *a, **kw):
@@ -450,6 +491,33 @@ def vision_cross_attention(language_hidden_states: Tensor, vision_hidden_states:
             q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight)
     kwargs = dict(rope_theta=float(rope_theta), thw_split=list(thw_split), backend=backend or "auto")
     return op(*args, **kwargs) if out is None else op.out(*args, **kwargs, out=out)
+
+
+def mrope_qkv(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor | None, k_weight: Tensor,
+              k_bias: Tensor | None, v_weight: Tensor, v_bias: Tensor | None, cos: Tensor, sin: Tensor, *,
+              mrope_section: Sequence[int] = MROPE_SECTION, config: str = "") -> tuple[Tensor, Tensor, Tensor]:
+    """007's Q/K/V projections in one sm_90a launch: bias, multimodal RoPE (``cos``/``sin``
+    [3, B, S, 128], chunk i of ``mrope_section`` reads plane i % 3) and the reference's bf16
+    roundings fused into the GEMM epilogue. Returns contiguous head-major q [B, Hq, S, 128],
+    k and v [B, Hkv, S, 128] (v without RoPE). ``config``: "" (by M), "m128" or "m64"."""
+    _ext.require("vlattn.mrope_qkv")
+    return torch.ops.vlattn.mrope_qkv(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
+                                      mrope_section=list(mrope_section), config=config)
+
+
+def vision_qkv(language_hidden_states: Tensor, vision_hidden_states: Tensor, language_position_ids: Tensor,
+               vision_grid_thw: Tensor, q_proj_weight: Tensor, q_proj_bias: Tensor | None, k_proj_weight: Tensor,
+               k_proj_bias: Tensor | None, v_proj_weight: Tensor, v_proj_bias: Tensor | None, *,
+               rope_theta: float = ROPE_THETA, thw_split: Sequence[int] = THW_SPLIT,
+               config: str = "") -> tuple[Tensor, Tensor, Tensor]:
+    """034's projections: Q from the language tokens with 1D RoPE at ``language_position_ids`` (one
+    launch), K and V from the vision tokens with the t/h/w segment RoPE on K (a second launch).
+    Angles in fp32 with accurate cosf/sinf. Returns head-major q [B, Hq, Lq, 128], k, v [B, Hkv, Lv, 128]."""
+    _ext.require("vlattn.vision_qkv")
+    return torch.ops.vlattn.vision_qkv(language_hidden_states, vision_hidden_states, language_position_ids,
+                                       vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias,
+                                       v_proj_weight, v_proj_bias, rope_theta=float(rope_theta),
+                                       thw_split=list(thw_split), config=config)
 
 
 def extension_info() -> dict:

@@ -1,0 +1,285 @@
+// vlattn::mrope_qkv / vlattn::vision_qkv: tensor checks -> QkvParams -> the fused sm_90a kernel
+// (csrc/qkv/). Outputs are fresh head-major tensors q [B, Hq, S, 128], k and v [B, Hkv, S, 128]
+// (contiguous: the attention kernel's input layout), allocated by PyTorch's caching allocator.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+
+#include "kernels/rope.h"
+#include "ops/ops.h"
+#include "qkv/qkv_params.h"
+
+namespace vlattn {
+
+namespace {
+
+// Numbers in messages go through std::to_string (see linear.cpp: streaming integers into a
+// TORCH_CHECK message segfaulted on the H200 image).
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string dims_str(c10::IntArrayRef dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+void check_on(const char* op, const char* name, const at::Tensor& t, const at::Tensor& ref, at::ScalarType dtype) {
+  TORCH_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", c10::toString(dtype), "; got ", t.scalar_type());
+  TORCH_CHECK(t.device() == ref.device(), op, ": ", name, " must be on ", ref.device(), "; got ", t.device());
+}
+
+// X [B, S, K]: rows must collapse to one evenly strided dimension with unit column stride.
+int64_t check_activations(const char* op, const char* name, const at::Tensor& x, int64_t k) {
+  TORCH_CHECK(x.dim() == 3, op, ": ", name, " must be 3-D [B, S, hidden]; got ", dims_str(x.sizes()));
+  TORCH_CHECK(x.size(2) == k, op, ": ", name, " must have hidden size ", num(k), " (the weights' K); got ",
+              dims_str(x.sizes()));
+  const bool rows_collapse = x.stride(2) == 1 && (x.size(0) == 1 || x.stride(0) == x.size(1) * x.stride(1));
+  TORCH_CHECK(rows_collapse, op, ": ", name, " must have unit stride in its last dim and batch rows that follow ",
+              "each other; got strides ", dims_str(x.strides()), " (call .contiguous() first)");
+  const int64_t ld = x.size(1) == 1 ? (x.size(0) == 1 ? k : x.stride(0)) : x.stride(1);
+  TORCH_CHECK(ld % 8 == 0 && aligned16(x), op, ": ", name,
+              " rows must start at 16-byte aligned addresses (row stride a multiple of 8; TMA); got row stride ",
+              num(ld));
+  return ld;
+}
+
+QkvGroup make_group(const char* op, const char* wname, const at::Tensor& w, const char* bname,
+                    const c10::optional<at::Tensor>& bias, const at::Tensor& ref, int64_t k, at::Tensor& out,
+                    RopeMode rope) {
+  check_on(op, wname, w, ref, at::kBFloat16);
+  TORCH_CHECK(w.dim() == 2 && w.size(1) == k && w.size(0) % kQkvHeadDim == 0 && w.size(0) > 0, op, ": ", wname,
+              " must be [heads * 128, ", num(k), "]; got ", dims_str(w.sizes()));
+  TORCH_CHECK(w.stride(1) == 1 && w.stride(0) % 8 == 0 && aligned16(w), op, ": ", wname,
+              " must have unit column stride, a row stride that is a multiple of 8 and a 16-byte aligned start; got "
+              "strides ", dims_str(w.strides()));
+  QkvGroup g;
+  g.weight = w.data_ptr();
+  g.ldw = w.stride(0);
+  g.heads = static_cast<int>(w.size(0) / kQkvHeadDim);
+  if (bias.has_value()) {
+    const at::Tensor& b = *bias;
+    check_on(op, bname, b, ref, at::kBFloat16);
+    TORCH_CHECK(b.dim() == 1 && b.size(0) == w.size(0) && (b.stride(0) == 1 || b.size(0) == 1), op, ": ", bname,
+                " must be a contiguous 1-D [", num(w.size(0)), "] tensor; got sizes ", dims_str(b.sizes()), " strides ",
+                dims_str(b.strides()));
+    g.bias = b.data_ptr();
+  }
+  g.out = out.data_ptr();
+  g.rope = rope;
+  return g;
+}
+
+at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t seq) {
+  return at::empty({batch, heads, seq, kQkvHeadDim}, x.options());
+}
+
+QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count) {
+  if (config == "m128") return QkvConfig::kM128;
+  if (config == "m64") return QkvConfig::kM64;
+  TORCH_CHECK(config.empty() || config == "auto", op, ": config must be '', 'auto', 'm128' or 'm64'; got '",
+              std::string(config), "'");
+  // Fewer 128-row CTAs than SMs: halve the row tile so twice as many SMs stream the weights.
+  const int64_t ctas128 = heads * ((m + 127) / 128);
+  return ctas128 < sm_count ? QkvConfig::kM64 : QkvConfig::kM128;
+}
+
+void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  p.sm_count = at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount;
+  p.stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
+  int64_t heads = 0;
+  for (int g = 0; g < p.num_groups; ++g) heads += p.groups[g].heads;
+  const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count);
+  if (p.m == 0) return;
+  const cudaError_t err = qkv_rope_sm90(p, cfg);
+  TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
+}
+
+void check_sizes_fit(const char* op, int64_t m, int64_t k) {
+  TORCH_CHECK(m <= std::numeric_limits<int>::max() / 2 && k <= std::numeric_limits<int>::max() && k > 0, op,
+              ": rows and hidden size must be positive 32-bit values; got M=", num(m), " K=", num(k));
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
+    const at::Tensor& x, const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    const at::Tensor& cos, const at::Tensor& sin, c10::IntArrayRef mrope_section, c10::string_view config) {
+  const char* op = "vlattn.mrope_qkv";
+  TORCH_CHECK(x.is_cuda(), op, ": the native backend needs CUDA tensors; got ", x.device());
+  check_on(op, "hidden_states", x, x, at::kBFloat16);
+  TORCH_CHECK(q_weight.dim() == 2, op, ": q_weight must be 2-D; got ", dims_str(q_weight.sizes()));
+  const int64_t k = q_weight.size(1);
+  QkvParams p;
+  p.ldx = check_activations(op, "hidden_states", x, k);
+  check_sm90_device(op, x);
+  const int64_t batch = x.size(0), seq = x.size(1), m = batch * seq;
+  check_sizes_fit(op, m, k);
+
+  TORCH_CHECK(q_weight.size(0) % kQkvHeadDim == 0 && k_weight.dim() == 2 && k_weight.size(0) % kQkvHeadDim == 0, op,
+              ": q_weight and k_weight must have heads * 128 rows; got ", dims_str(q_weight.sizes()), " and ",
+              dims_str(k_weight.sizes()));
+  const int64_t hq = q_weight.size(0) / kQkvHeadDim, hkv = k_weight.size(0) / kQkvHeadDim;
+  TORCH_CHECK(hkv > 0 && hq % hkv == 0, op, ": query heads (", num(hq), ") must be a multiple of key/value heads (",
+              num(hkv), ")");
+  TORCH_CHECK(v_weight.sizes() == k_weight.sizes(), op, ": v_weight must have k_weight's shape ",
+              dims_str(k_weight.sizes()), "; got ", dims_str(v_weight.sizes()));
+
+  for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"cos", &cos}, {"sin", &sin}}) {
+    check_on(op, name, *t, x, at::kBFloat16);
+    TORCH_CHECK(t->dim() == 4 && t->size(0) == 3 && t->size(1) == batch && t->size(2) == seq &&
+                    t->size(3) == kQkvHeadDim,
+                op, ": ", name, " must be [3, B, S, 128] = [3, ", num(batch), ", ", num(seq), ", 128]; got ",
+                dims_str(t->sizes()));
+    TORCH_CHECK(t->stride(3) == 1, op, ": ", name, " must have unit stride in its last dim; got strides ",
+                dims_str(t->strides()));
+  }
+  TORCH_CHECK(cos.strides() == sin.strides(), op, ": cos and sin must have the same strides; got ",
+              dims_str(cos.strides()), " and ", dims_str(sin.strides()));
+  int64_t total = 0;
+  for (int64_t s : mrope_section) {
+    TORCH_CHECK(s > 0, op, ": mrope_section entries must be positive; got ", dims_str(mrope_section));
+    total += s;
+  }
+  TORCH_CHECK(total == kQkvHeadDim && mrope_section.size() <= 16, op,
+              ": mrope_section must sum to head_dim = 128 (at most 16 chunks); got ", dims_str(mrope_section));
+
+  at::Tensor q = head_major(x, batch, hq, seq), kk = head_major(x, batch, hkv, seq), v = head_major(x, batch, hkv, seq);
+  p.x = x.data_ptr();
+  p.m = static_cast<int>(m);
+  p.k = static_cast<int>(k);
+  p.batch = static_cast<int>(batch);
+  p.seq = static_cast<int>(seq);
+  p.num_groups = 3;
+  p.groups[0] = make_group(op, "q_weight", q_weight, "q_bias", q_bias, x, k, q, RopeMode::kTable);
+  p.groups[1] = make_group(op, "k_weight", k_weight, "k_bias", k_bias, x, k, kk, RopeMode::kTable);
+  p.groups[2] = make_group(op, "v_weight", v_weight, "v_bias", v_bias, x, k, v, RopeMode::kNone);
+  p.rope.cos = cos.data_ptr();
+  p.rope.sin = sin.data_ptr();
+  p.rope.tab_plane_stride = cos.stride(0);
+  p.rope.tab_batch_stride = cos.stride(1);
+  p.rope.tab_seq_stride = cos.stride(2);
+  int sections[16];
+  for (size_t i = 0; i < mrope_section.size(); ++i) sections[i] = static_cast<int>(mrope_section[i]);
+  for (int c = 0; c < kQkvHeadDim; ++c)
+    p.rope.plane_of_channel[c] = static_cast<int8_t>(rope::mrope_plane(c, sections, static_cast<int>(mrope_section.size())));
+  launch(op, p, x, config);
+  return {q, kk, v};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
+    const at::Tensor& lang, const at::Tensor& vision, const at::Tensor& position_ids, const at::Tensor& grid_thw,
+    const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    double rope_theta, c10::IntArrayRef thw_split, c10::string_view config) {
+  const char* op = "vlattn.vision_qkv";
+  TORCH_CHECK(lang.is_cuda(), op, ": the native backend needs CUDA tensors; got ", lang.device());
+  check_on(op, "language_hidden_states", lang, lang, at::kBFloat16);
+  check_on(op, "vision_hidden_states", vision, lang, at::kBFloat16);
+  TORCH_CHECK(q_weight.dim() == 2, op, ": q_proj_weight must be 2-D; got ", dims_str(q_weight.sizes()));
+  const int64_t k = q_weight.size(1);
+  QkvParams pq, pkv;
+  pq.ldx = check_activations(op, "language_hidden_states", lang, k);
+  pkv.ldx = check_activations(op, "vision_hidden_states", vision, k);
+  check_sm90_device(op, lang);
+  const int64_t batch = lang.size(0), lq = lang.size(1), lv = vision.size(1);
+  TORCH_CHECK(vision.size(0) == batch, op, ": vision_hidden_states must have batch ", num(batch), "; got ",
+              dims_str(vision.sizes()));
+  check_sizes_fit(op, batch * lq, k);
+  check_sizes_fit(op, batch * lv, k);
+  TORCH_CHECK(k_weight.dim() == 2 && q_weight.size(0) % kQkvHeadDim == 0 && k_weight.size(0) % kQkvHeadDim == 0, op,
+              ": q_proj_weight and k_proj_weight must have heads * 128 rows; got ", dims_str(q_weight.sizes()), " and ",
+              dims_str(k_weight.sizes()));
+  const int64_t hq = q_weight.size(0) / kQkvHeadDim, hkv = k_weight.size(0) / kQkvHeadDim;
+  TORCH_CHECK(hkv > 0 && hq % hkv == 0, op, ": query heads (", num(hq), ") must be a multiple of key/value heads (",
+              num(hkv), ")");
+  TORCH_CHECK(v_weight.sizes() == k_weight.sizes(), op, ": v_proj_weight must have k_proj_weight's shape ",
+              dims_str(k_weight.sizes()), "; got ", dims_str(v_weight.sizes()));
+
+  check_on(op, "language_position_ids", position_ids, lang, at::kLong);
+  TORCH_CHECK(position_ids.dim() == 2 && position_ids.size(0) == batch && position_ids.size(1) == lq, op,
+              ": language_position_ids must be [B, Lq] = [", num(batch), ", ", num(lq), "]; got ",
+              dims_str(position_ids.sizes()));
+  check_on(op, "vision_grid_thw", grid_thw, lang, at::kLong);
+  TORCH_CHECK(grid_thw.dim() == 3 && grid_thw.size(0) == batch && grid_thw.size(1) == lv && grid_thw.size(2) == 3, op,
+              ": vision_grid_thw must be [B, Lv, 3] = [", num(batch), ", ", num(lv), ", 3]; got ",
+              dims_str(grid_thw.sizes()));
+  TORCH_CHECK(thw_split.size() == 3, op, ": thw_split must have 3 entries (t, h, w); got ", dims_str(thw_split));
+  int64_t total = 0;
+  for (int64_t s : thw_split) {
+    TORCH_CHECK(s > 0 && s % 2 == 0, op, ": thw_split entries must be positive and even; got ", dims_str(thw_split));
+    total += s;
+  }
+  TORCH_CHECK(total == kQkvHeadDim, op, ": thw_split must sum to head_dim = 128; got ", dims_str(thw_split));
+  TORCH_CHECK(std::isfinite(rope_theta) && rope_theta > 0, op, ": rope_theta must be positive and finite; got ",
+              std::to_string(rope_theta));
+
+  at::Tensor q = head_major(lang, batch, hq, lq);
+  at::Tensor kk = head_major(lang, batch, hkv, lv), v = head_major(lang, batch, hkv, lv);
+
+  pq.x = lang.data_ptr();
+  pq.m = static_cast<int>(batch * lq);
+  pq.k = static_cast<int>(k);
+  pq.batch = static_cast<int>(batch);
+  pq.seq = static_cast<int>(lq);
+  pq.num_groups = 1;
+  pq.groups[0] = make_group(op, "q_proj_weight", q_weight, "q_proj_bias", q_bias, lang, k, q, RopeMode::kPos1D);
+  pq.rope.pos = position_ids.data_ptr<int64_t>();
+  pq.rope.pos_batch_stride = position_ids.stride(0);
+  pq.rope.pos_seq_stride = position_ids.stride(1);
+  pq.rope.theta = static_cast<float>(rope_theta);
+
+  pkv.x = vision.data_ptr();
+  pkv.m = static_cast<int>(batch * lv);
+  pkv.k = static_cast<int>(k);
+  pkv.batch = static_cast<int>(batch);
+  pkv.seq = static_cast<int>(lv);
+  pkv.num_groups = 2;
+  pkv.groups[0] = make_group(op, "k_proj_weight", k_weight, "k_proj_bias", k_bias, lang, k, kk, RopeMode::kPos3D);
+  pkv.groups[1] = make_group(op, "v_proj_weight", v_weight, "v_proj_bias", v_bias, lang, k, v, RopeMode::kNone);
+  pkv.rope.pos = grid_thw.data_ptr<int64_t>();
+  pkv.rope.pos_batch_stride = grid_thw.stride(0);
+  pkv.rope.pos_seq_stride = grid_thw.stride(1);
+  pkv.rope.pos_comp_stride = grid_thw.stride(2);
+  pkv.rope.theta = static_cast<float>(rope_theta);
+  for (int i = 0; i < 3; ++i) pkv.rope.split[i] = static_cast<int>(thw_split[i]);
+
+  launch(op, pq, lang, config);
+  launch(op, pkv, vision, config);
+  return {q, kk, v};
+}
+
+}  // namespace vlattn
+
+TORCH_LIBRARY_FRAGMENT(vlattn, m) {
+  m.def(
+      "mrope_qkv(Tensor hidden_states, Tensor q_weight, Tensor? q_bias, Tensor k_weight, Tensor? k_bias, "
+      "Tensor v_weight, Tensor? v_bias, Tensor cos, Tensor sin, *, int[] mrope_section=[32, 48, 48], "
+      "str config=\"\") -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "vision_qkv(Tensor language_hidden_states, Tensor vision_hidden_states, Tensor language_position_ids, "
+      "Tensor vision_grid_thw, Tensor q_proj_weight, Tensor? q_proj_bias, Tensor k_proj_weight, "
+      "Tensor? k_proj_bias, Tensor v_proj_weight, Tensor? v_proj_bias, *, float rope_theta=10000.0, "
+      "int[] thw_split=[42, 42, 44], str config=\"\") -> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(vlattn, CUDA, m) {
+  m.impl("mrope_qkv", &vlattn::mrope_qkv);
+  m.impl("vision_qkv", &vlattn::vision_qkv);
+}
+
+// CPU tensors reach the same entry points and get "needs CUDA tensors" instead of the dispatcher's
+// generic message.
+TORCH_LIBRARY_IMPL(vlattn, CPU, m) {
+  m.impl("mrope_qkv", &vlattn::mrope_qkv);
+  m.impl("vision_qkv", &vlattn::vision_qkv);
+}

@@ -1,0 +1,80 @@
+// Parameter block of the fused QKV projection (issue 3): one launch computes, for one activation
+// matrix X [M = B*S, K], up to three projections Y_g = X . W_g^T + b_g (g = Q, K, V, each from the
+// caller's own weight tensor: no concatenation), applies RoPE to the groups that need it and
+// stores every group head-major, [B, heads_g, S, 128] bf16 — the layout the attention kernel reads.
+//
+// Numerics (bitwise the reference's, given the same fp32 accumulator; see csrc/qkv/qkv_epilogue.cuh):
+//   y   = bf16(acc + float(bias))                     one rounding, as F.linear
+//   out = bf16( bf16(y * cos) + bf16(rot(y) * sin) )  rot = rotate-half (exact in bf16)
+// with cos/sin either read from bf16 tables (007) or computed as bf16(cosf(float(pos) * inv_freq))
+// in fp32 with accurate cosf/sinf (034; positions up to 8191, fast-math intrinsics are wrong there).
+//
+// No torch headers: csrc/ops/qkv.cpp fills this from tensors, csrc/qkv/qkv_sm90.cu launches it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace vlattn {
+
+constexpr int kQkvHeadDim = 128;
+constexpr int kQkvMaxGroups = 3;
+
+enum class RopeMode : int32_t {
+  kNone = 0,     // V: bias only
+  kTable = 1,    // 007 mRoPE: cos/sin tables [3, B, S, 128], plane per channel from mrope_section
+  kPos1D = 2,    // 034 Q: rotate-half over the full head at position pos1d[b, s]
+  kPos3D = 3,    // 034 K: three rotate-halves over channel segments split[0..3) at pos3d[b, s, seg]
+};
+
+struct QkvGroup {
+  const void* weight = nullptr;  // bf16 [heads * 128, K], row stride ldw elements, unit column stride
+  int64_t ldw = 0;
+  const void* bias = nullptr;    // bf16 [heads * 128] contiguous, or nullptr
+  void* out = nullptr;           // bf16 [B, heads, S, 128] contiguous
+  int heads = 0;
+  RopeMode rope = RopeMode::kNone;
+};
+
+struct QkvRope {
+  // kTable: cos/sin [3, B, S, 128] bf16 with unit channel stride; strides in elements.
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  int64_t tab_plane_stride = 0, tab_batch_stride = 0, tab_seq_stride = 0;
+  int8_t plane_of_channel[kQkvHeadDim] = {};  // 0/1/2 = t/h/w plane, from mrope_section (host)
+
+  // kPos1D: int64 pos[b * pos_batch_stride + s * pos_seq_stride], rotate-half over 128 channels.
+  // kPos3D: int64 pos[b * pos_batch_stride + s * pos_seq_stride + seg * pos_comp_stride], segment
+  //         seg of width split[seg]. Inverse frequencies theta^-(2f/W) are computed in the kernel
+  //         with the reference's fp32 operation sequence (see inv_freq() in sm90_qkv_rope.cuh).
+  const int64_t* pos = nullptr;
+  int64_t pos_batch_stride = 0, pos_seq_stride = 0, pos_comp_stride = 0;
+  float theta = 10000.0f;
+  int split[3] = {0, 0, 0};
+};
+
+struct QkvParams {
+  const void* x = nullptr;  // bf16 [M, K], row stride ldx, unit column stride
+  int64_t ldx = 0;
+  int m = 0, k = 0;
+  int batch = 0, seq = 0;  // m == batch * seq
+  int num_groups = 0;
+  QkvGroup groups[kQkvMaxGroups];
+  QkvRope rope;
+  int sm_count = 0;
+  cudaStream_t stream = nullptr;
+};
+
+// Named tile configurations of the fused kernel (dispatch picks one by M; see csrc/ops/qkv.cpp).
+enum class QkvConfig : int32_t {
+  kM128 = 0,  // 128 x 128 x 64, two consumer warpgroups
+  kM64 = 1,   // 64 x 128 x 64, one consumer warpgroup: twice the CTAs for small M
+};
+
+// Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the
+// host checks should have rejected (kept as a second line of defence).
+cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
+
+}  // namespace vlattn

@@ -1,0 +1,286 @@
+"""The fused QKV projections (vlattn.mrope_qkv / vlattn.vision_qkv) against the reference stages.
+
+Two kinds of checks:
+- exact: with small-integer activations and weights every GEMM partial sum is exact in fp32, so
+  the accumulator is the same in any summation order and the outputs must equal the reference
+  stage (F.linear + PyTorch RoPE in bf16) bit for bit. This pins the epilogue's rounding pattern
+  (bias add, the three RoPE roundings, cos/sin values, partner channels, layout).
+- benchmark-like: random bf16 inputs on the workloads' shapes and tails; the GEMM's summation order
+  differs from cuBLAS, so elementwise within about one bf16 ulp of the reference
+  (|d| <= 1e-2 + 1e-2 |ref|) and no further from the fp32 reference than 2x the bf16 reference.
+
+Run: PYTHONPATH=python python -m pytest -q tests/test_qkv.py   (GPU tests skip without an sm_90 GPU)
+"""
+import pytest
+import torch
+
+import vlattn
+from vlattn import reference
+from vlattn import workloads as W
+from conftest import BF16, HEAD_DIM, rel_fro, requires_ext, requires_sm90
+
+SEED_SECTION = (32, 48, 48)
+HF_SECTION = (16, 24, 24, 16, 24, 24)
+
+SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("007")})
+SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
+TAILS = [1, 127, 541, 613]
+
+
+@pytest.fixture(autouse=True)
+def highest_fp32_matmul():
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(previous)
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------------------------
+
+def _weights(prefix, hq, hkv, hidden, *, integer=False, bias=True):
+    def w(rows):
+        if integer:  # exact: values k/64, |k| <= 2
+            return (torch.randint(-2, 3, (rows, hidden), device="cuda").float() / 64).to(BF16)
+        return torch.randn(rows, hidden, dtype=BF16, device="cuda") * 0.02
+
+    def b(rows):
+        return torch.randn(rows, dtype=BF16, device="cuda") * 0.02 if bias else None
+
+    names = ("q_weight", "q_bias", "k_weight", "k_bias", "v_weight", "v_bias") if prefix == "" else (
+        "q_proj_weight", "q_proj_bias", "k_proj_weight", "k_proj_bias", "v_proj_weight", "v_proj_bias")
+    rows = (hq * HEAD_DIM, hkv * HEAD_DIM, hkv * HEAD_DIM)
+    out = {}
+    for i, r in enumerate(rows):
+        out[names[2 * i]] = w(r)
+        out[names[2 * i + 1]] = b(r)
+    return out
+
+
+def _activations(*shape, integer=False):
+    if integer:
+        return torch.randint(-2, 3, shape, device="cuda").to(BF16)
+    return torch.randn(*shape, dtype=BF16, device="cuda")
+
+
+def rotary_tables(batch, seq, *, kind="rotary"):
+    """[3, B, S, 128] cos/sin: real rotary tables at random t/h/w positions, or arbitrary normals."""
+    if kind == "randn":
+        return (torch.randn(3, batch, seq, HEAD_DIM, dtype=BF16, device="cuda"),
+                torch.randn(3, batch, seq, HEAD_DIM, dtype=BF16, device="cuda"))
+    pos = torch.randint(0, 8192, (3, batch, seq, 1), device="cuda").float()
+    inv = 1.0 / (1e6 ** (torch.arange(0, HEAD_DIM, 2, device="cuda").float() / HEAD_DIM))
+    ang = torch.cat([pos * inv, pos * inv], dim=-1)
+    return ang.cos().to(BF16), ang.sin().to(BF16)
+
+
+def mrope_case(batch, seq, *, hidden=3584, hq=28, hkv=4, integer=False, tables="rotary", bias=True):
+    args = {"hidden_states": _activations(batch, seq, hidden, integer=integer)}
+    args.update(_weights("", hq, hkv, hidden, integer=integer, bias=bias))
+    args["cos"], args["sin"] = rotary_tables(batch, seq, kind=tables)
+    return args
+
+
+def seed_grid_thw(batch, vision_len):
+    """The seed's vision positions: t = i // 196, h, w on a 14 x 14 grid."""
+    i = torch.arange(vision_len, device="cuda")
+    thw = torch.stack([i // 196, (i % 196) // 14, i % 14], dim=-1)
+    return thw.unsqueeze(0).expand(batch, -1, -1).contiguous()
+
+
+def cross_case(batch, lq, lv, *, hidden=4096, hq=32, hkv=8, integer=False, positions="seed", bias=True):
+    args = {"language_hidden_states": _activations(batch, lq, hidden, integer=integer),
+            "vision_hidden_states": _activations(batch, lv, hidden, integer=integer)}
+    if positions == "seed":
+        args["language_position_ids"] = torch.arange(lq, device="cuda").unsqueeze(0).expand(batch, -1).contiguous()
+        args["vision_grid_thw"] = seed_grid_thw(batch, lv)
+    else:  # up to 8191: where fast-math sin/cos would be visibly wrong
+        args["language_position_ids"] = torch.randint(0, 8192, (batch, lq), device="cuda")
+        args["vision_grid_thw"] = torch.randint(0, 8192, (batch, lv, 3), device="cuda")
+    args.update(_weights("proj", hq, hkv, hidden, integer=integer, bias=bias))
+    return args
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+# --------------------------------------------------------------------------------------------
+
+def assert_close_to_reference(got, ref, ref32, what):
+    assert got.shape == ref.shape and got.dtype == BF16 and got.is_contiguous(), what
+    assert torch.isfinite(got).all(), f"{what}: NaN/Inf (unwritten elements)"
+    diff = (got.float() - ref.float()).abs()
+    bound = 1e-2 + 1e-2 * ref.float().abs()
+    bad = diff > bound
+    if bad.any():
+        i = int(diff.sub(bound).argmax())
+        pytest.fail(f"{what}: {int(bad.sum())} of {diff.numel()} elements off by more than ~1 bf16 ulp; worst at "
+                    f"flat index {i} (got {got.flatten()[i].item()}, reference {ref.flatten()[i].item()})")
+    err, ref_err = rel_fro(got, ref32), rel_fro(ref, ref32)
+    assert err <= 2 * ref_err + 1e-4, f"{what}: rel err vs fp32 {err:.3e}, bf16 reference {ref_err:.3e}"
+
+
+def assert_bitwise(got, ref, what):
+    assert got.shape == ref.shape, what
+    if not torch.equal(got, ref.contiguous()):
+        ne = got != ref
+        i = int(ne.flatten().nonzero()[0])
+        pytest.fail(f"{what}: {int(ne.sum())} of {ne.numel()} elements differ; first at flat index {i}: got "
+                    f"{got.flatten()[i].item()}, reference {ref.flatten()[i].item()}")
+
+
+def run_mrope(args, section=SEED_SECTION, config=""):
+    return vlattn.mrope_qkv(*args.values(), mrope_section=section, config=config)
+
+
+def ref_mrope(args, section=SEED_SECTION, dtype=None):
+    return reference.mrope_qkv(*args.values(), mrope_section=section, compute_dtype=dtype)
+
+
+def run_cross(args, config=""):
+    return vlattn.vision_qkv(*args.values(), config=config)
+
+
+def ref_cross(args, dtype=None):
+    return reference.vision_qkv(*args.values(), compute_dtype=dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# 007
+# --------------------------------------------------------------------------------------------
+
+@requires_sm90
+@pytest.mark.parametrize("section", [SEED_SECTION, HF_SECTION], ids=["seed-split", "hf-split"])
+@pytest.mark.parametrize("config", ["m128", "m64"])
+@pytest.mark.parametrize("batch,seq", [(1, 128), (2, 541), (1, 613)])
+def test_mrope_exact_rounding(batch, seq, config, section):
+    """Exact GEMM -> every output bit equals the reference stage (bias, RoPE roundings, layout)."""
+    args = mrope_case(batch, seq, integer=True, tables="randn")
+    for got, ref, name in zip(run_mrope(args, section, config), ref_mrope(args, section), "qkv"):
+        assert_bitwise(got, ref, f"{name} B={batch} S={seq} {config} section={section}")
+
+
+@requires_sm90
+@pytest.mark.parametrize("batch,seq", SHAPES_007, ids=[f"B{b}-S{s}" for b, s in SHAPES_007])
+def test_mrope_workload_shapes(batch, seq):
+    args = mrope_case(batch, seq)
+    ref, ref32 = ref_mrope(args), ref_mrope(args, dtype=torch.float32)
+    for got, r, r32, name in zip(run_mrope(args), ref, ref32, "qkv"):
+        assert_close_to_reference(got, r, r32, f"{name} B={batch} S={seq}")
+
+
+@requires_sm90
+@pytest.mark.parametrize("config", ["m128", "m64"])
+@pytest.mark.parametrize("seq", TAILS)
+def test_mrope_tails_and_configs(seq, config):
+    args = mrope_case(1, seq, bias=seq != 127)
+    ref, ref32 = ref_mrope(args, HF_SECTION), ref_mrope(args, HF_SECTION, dtype=torch.float32)
+    for got, r, r32, name in zip(run_mrope(args, HF_SECTION, config), ref, ref32, "qkv"):
+        assert_close_to_reference(got, r, r32, f"{name} S={seq} {config}")
+
+
+@requires_sm90
+def test_mrope_strided_tables_and_gqa_1():
+    """cos/sin as strided views (planes from a wider buffer) and Hq == Hkv."""
+    batch, seq = 2, 130
+    args = mrope_case(batch, seq, hidden=512, hq=2, hkv=2, integer=True)
+    wide = torch.randn(3, batch, seq, 2 * HEAD_DIM, dtype=BF16, device="cuda")
+    args["cos"], args["sin"] = wide[..., :HEAD_DIM], wide[..., HEAD_DIM:]
+    for got, ref, name in zip(run_mrope(args), ref_mrope(args), "qkv"):
+        assert_bitwise(got, ref, f"{name} strided tables")
+
+
+# --------------------------------------------------------------------------------------------
+# 034
+# --------------------------------------------------------------------------------------------
+
+@requires_sm90
+@pytest.mark.parametrize("config", ["m128", "m64"])
+@pytest.mark.parametrize("positions", ["seed", "random"])
+def test_cross_exact_rounding(positions, config):
+    """Exact GEMM -> bitwise equal, including cos/sin computed in-kernel at positions up to 8191."""
+    args = cross_case(2, 373, 588, integer=True, positions=positions)
+    for got, ref, name in zip(run_cross(args, config), ref_cross(args), "qkv"):
+        assert_bitwise(got, ref, f"{name} positions={positions} {config}")
+
+
+@requires_sm90
+@pytest.mark.parametrize("batch,lq,lv", SHAPES_034, ids=[f"B{b}-Lq{q}-Lv{v}" for b, q, v in SHAPES_034])
+def test_cross_workload_shapes(batch, lq, lv):
+    args = cross_case(batch, lq, lv)
+    ref, ref32 = ref_cross(args), ref_cross(args, dtype=torch.float32)
+    for got, r, r32, name in zip(run_cross(args), ref, ref32, "qkv"):
+        assert_close_to_reference(got, r, r32, f"{name} B={batch} Lq={lq} Lv={lv}")
+
+
+@requires_sm90
+@pytest.mark.parametrize("lq,lv", [(1, 1), (127, 541), (613, 17)])
+def test_cross_tails_no_bias_other_split(lq, lv):
+    args = cross_case(1, lq, lv, positions="random", bias=False, integer=True)
+    split = (40, 44, 44)
+    got = vlattn.vision_qkv(*args.values(), thw_split=split, rope_theta=5e5)
+    ref = reference.vision_qkv(*args.values(), thw_split=split, rope_theta=5e5)
+    for g, r, name in zip(got, ref, "qkv"):
+        assert_bitwise(g, r, f"{name} Lq={lq} Lv={lv} split={split}")
+
+
+# --------------------------------------------------------------------------------------------
+# Layers: the native backend now runs the fused projections
+# --------------------------------------------------------------------------------------------
+
+@requires_sm90
+@pytest.mark.parametrize("w", [W.load("007")[0], W.load("034")[0]], ids=lambda w: w.problem)
+def test_native_layer_uses_fused_projection(w):
+    inputs = W.make_inputs(w, "cuda")
+    fn = vlattn.mrope_self_attention if w.problem == "007" else vlattn.vision_cross_attention
+    out = fn(*inputs.values(), backend="native")
+    ref = (reference.mrope_self_attention if w.problem == "007" else reference.vision_cross_attention)(*inputs.values())
+    assert W.check_workload(w, out, ref).ok
+
+
+# --------------------------------------------------------------------------------------------
+# Errors (CPU tensors reach the C++ op and get a clear message)
+# --------------------------------------------------------------------------------------------
+
+@requires_ext
+def test_cpu_tensors_rejected():
+    x = torch.randn(1, 4, 256, dtype=BF16)
+    w = torch.randn(256, 256, dtype=BF16)
+    t = torch.randn(3, 1, 4, HEAD_DIM, dtype=BF16)
+    with pytest.raises(RuntimeError, match="vlattn.mrope_qkv: the native backend needs CUDA tensors"):
+        torch.ops.vlattn.mrope_qkv(x, w, None, w[:128], None, w[:128], None, t, t)
+    with pytest.raises(RuntimeError, match="vlattn.vision_qkv: the native backend needs CUDA tensors"):
+        torch.ops.vlattn.vision_qkv(x, x, torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, 3, dtype=torch.long),
+                                    w, None, w[:128], None, w[:128], None)
+
+
+@requires_sm90
+@pytest.mark.parametrize("change,match", [
+    (lambda a: a.update(cos=a["cos"][:2]), r"cos must be \[3, B, S, 128\]"),
+    (lambda a: a.update(sin=a["sin"].float()), "sin must be BFloat16"),
+    (lambda a: a.update(q_weight=a["q_weight"][:100]), "must have heads \\* 128 rows"),
+    (lambda a: a.update(k_bias=a["k_bias"][:128]), r"k_bias must be a contiguous 1-D \[256\]"),
+    (lambda a: a.update(v_weight=a["v_weight"][:, :128]), "v_weight must have k_weight's shape"),
+    (lambda a: a.update(hidden_states=a["hidden_states"].transpose(0, 1)), "hidden_states must have unit stride"),
+    (lambda a: a.update(cos=a["cos"].cpu()), "cos must be on cuda"),
+], ids=["cos-shape", "sin-dtype", "q-rows", "k-bias", "v-shape", "x-strides", "cos-device"])
+def test_mrope_bad_inputs(change, match):
+    args = mrope_case(2, 8, hidden=256, hq=4, hkv=2)
+    change(args)
+    with pytest.raises(RuntimeError, match=match):
+        run_mrope(args)
+
+
+@requires_sm90
+def test_bad_section_and_split():
+    args = mrope_case(1, 8, hidden=256, hq=2, hkv=1)
+    with pytest.raises(RuntimeError, match="mrope_section must sum to head_dim = 128"):
+        run_mrope(args, section=(32, 48, 40))
+    cargs = cross_case(1, 4, 4, hidden=256, hq=2, hkv=1)
+    with pytest.raises(RuntimeError, match="thw_split entries must be positive and even"):
+        vlattn.vision_qkv(*cargs.values(), thw_split=(43, 41, 44))
+    with pytest.raises(RuntimeError, match=r"vision_grid_thw must be \[B, Lv, 3\]"):
+        cargs["vision_grid_thw"] = cargs["vision_grid_thw"][..., :2]
+        vlattn.vision_qkv(*cargs.values())
+    with pytest.raises(RuntimeError, match="config must be"):
+        run_mrope(args, config="m256")
