@@ -3,7 +3,9 @@
 # logs and JSON under $OUT (default ./gpu_out). Carry the nvidia-cutlass wheel in .whl/ (the machine
 # has no network): see README "Developing on the GPU machine".
 #
-#   scripts/gpu_check.sh [all|build|test|bench|tune|sanitize] [extra pytest args...]
+#   scripts/gpu_check.sh [all|build|test|bench|tune|sanitize|probe] [extra pytest args...]
+#   probe: build, run the GPU tests given as args (or PROBE_TESTS), then each `;`-separated
+#          command of PROBE_CMDS (e.g. "python3 bench/probe_qkv.py --iters 10"), logs under $OUT.
 # Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_TIMEOUT_S,
 #              BENCH_TIMEOUT_S.
 set -uo pipefail
@@ -80,6 +82,21 @@ run_sanitize() {
   [ $rc -eq 0 ] || status=1
 }
 
+run_probe() {
+  [ -n "${PROBE_TESTS:-}$*" ] && run_tests ${PROBE_TESTS:-} "$@"
+  local i=0 cmd
+  IFS=';' read -ra cmds <<< "${PROBE_CMDS:-}"
+  for cmd in "${cmds[@]}"; do
+    i=$((i + 1))
+    log "probe $i: $cmd"
+    timeout "${PROBE_TIMEOUT_S:-300}" bash -c "$cmd" > "$OUT/probe_$i.log" 2>&1
+    local rc=$?
+    tail -50 "$OUT/probe_$i.log"
+    log "probe $i rc=$rc"
+    [ $rc -eq 0 ] || status=1
+  done
+}
+
 setup_env
 case "$what" in
   build) build ;;
@@ -87,8 +104,9 @@ case "$what" in
   bench) build; run_bench ;;
   tune) build; run_tune ;;
   sanitize) build; run_sanitize ;;
+  probe) build; run_probe "$@" ;;
   all) build; run_tests "$@"; run_bench ;;
-  *) echo "usage: $0 [all|build|test|bench|tune|sanitize]"; exit 2 ;;
+  *) echo "usage: $0 [all|build|test|bench|tune|sanitize|probe]"; exit 2 ;;
 esac
 log "done status=$status"
 exit $status
