@@ -22,6 +22,7 @@ more, and exits 0; ``--device cpu`` instead drives the whole pipeline on the CPU
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import importlib
@@ -446,13 +447,14 @@ class Case:
 class Runner:
     """A prepared implementation: ``step()`` is what gets timed, ``result()`` its last output.
 
-    ``poison`` (when the impl writes into a fixed buffer) is filled with NaN before the checked
-    call, so an element the impl never writes fails the check instead of passing on stale data.
+    ``poison`` (when the impl writes into fixed buffers: a tensor or a tuple of them) is filled
+    with NaN before the checked call, so an element the impl never writes fails the check instead
+    of passing on stale data.
     """
 
     step: Callable[[], Any]
-    result: Callable[[], torch.Tensor]
-    poison: Optional[torch.Tensor] = None
+    result: Callable[[], Any]
+    poison: Any = None
     setup_s: float = 0.0
 
 
@@ -507,27 +509,31 @@ def build_composite(case: Case) -> Runner:
     return _returning_runner(_composite_fn(case.op_name), case.args)
 
 
-def build_composite_graph(case: Case) -> Runner:
-    """The composite captured once into a CUDA graph with static inputs; replays are timed.
+def graph_runner(fn: Callable[..., Any], args: tuple, device: torch.device) -> Runner:
+    """``fn(*args)`` captured once into a CUDA graph with static inputs; replays are timed.
 
     Warm-up runs on a side stream first (torch.cuda.graphs' documented recipe) so that lazy
-    initialisation such as cuBLAS workspaces stays out of the capture.
+    initialisation such as cuBLAS workspaces stays out of the capture. ``fn`` may return a tensor
+    or a tuple of tensors (all of them are the static outputs, poisoned before the check).
     """
-    fn = _composite_fn(case.op_name)
-    args = case.args
     t0 = time.perf_counter()
-    side = torch.cuda.Stream(device=case.device)
-    side.wait_stream(torch.cuda.current_stream(case.device))
+    side = torch.cuda.Stream(device=device)
+    side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         for _ in range(2):
             fn(*args)
-    torch.cuda.current_stream(case.device).wait_stream(side)
+    torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         static_out = fn(*args)
-    torch.cuda.synchronize(case.device)
+    torch.cuda.synchronize(device)
     return Runner(step=graph.replay, result=lambda: static_out, poison=static_out,
                   setup_s=time.perf_counter() - t0)
+
+
+def build_composite_graph(case: Case) -> Runner:
+    """The composite replayed from a CUDA graph (see graph_runner)."""
+    return graph_runner(_composite_fn(case.op_name), case.args, case.device)
 
 
 def compile_impl(mode: str) -> Impl:
@@ -669,27 +675,30 @@ def base_record(w, impl: Impl) -> dict:
     }
 
 
-def bench_impl(impl: Impl, case: Case, ref: Optional[torch.Tensor], timer, opts: Options) -> dict:
-    """Build, check (one call on poisoned output), warm up and time one impl on one workload.
+def measure_runner(build: Callable[[], Runner], device: torch.device, timer, opts: Options,
+                   check: Optional[Callable[[Any], dict]] = None,
+                   context: Callable[[], Any] = contextlib.nullcontext) -> dict:
+    """Build, check (one call on poisoned output), warm up and time one implementation.
 
-    Any failure, out-of-memory included, is recorded in the result rather than raised, so one
-    broken impl or one huge shape does not end the run.
+    Returns status ("measured", "OOM", "ERR"), the time statistics, ``check`` (``check`` applied
+    to the checked call's output), ``setup_s`` and ``error``. Any failure, out-of-memory included,
+    is recorded rather than raised, so one broken impl or one huge shape does not end the run.
+    ``context`` (e.g. an SDPA backend choice) is held around the build, the check and the timing.
     """
-    w = case.workload
-    rec = base_record(w, impl)
+    rec: dict[str, Any] = {"status": None, "us_median": None, "check": None}
     runner = None
     try:
-        runner = impl.build(case)
-        rec["setup_s"] = runner.setup_s
-        if ref is not None:
-            if runner.poison is not None:
-                runner.poison.fill_(float("nan"))
-            runner.step()
-            rec["check"] = check_layer_output(runner.result(), ref, w)
-        times = timer(runner.step, opts.iters, opts.warmup)
-        rec.update(time_stats(times))
-        rec["tflops"] = tflops(rec["flops"], rec["us_median"])
-        rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
+        with context():
+            runner = build()
+            rec["setup_s"] = runner.setup_s
+            if check is not None:
+                poison = runner.poison
+                for t in (poison if isinstance(poison, (tuple, list)) else (poison,)):
+                    if t is not None:
+                        t.fill_(float("nan"))
+                runner.step()
+                rec["check"] = check(runner.result())
+            rec.update(time_stats(timer(runner.step, opts.iters, opts.warmup)))
         rec["status"] = "measured"
     except torch.cuda.OutOfMemoryError as exc:
         rec.update(status="OOM", error=_error_text(exc))
@@ -697,7 +706,19 @@ def bench_impl(impl: Impl, case: Case, ref: Optional[torch.Tensor], timer, opts:
         rec.update(status="ERR", error=_error_text(exc))
     finally:
         del runner
-        release_memory(case.device)
+        release_memory(device)
+    return rec
+
+
+def bench_impl(impl: Impl, case: Case, ref: Optional[torch.Tensor], timer, opts: Options) -> dict:
+    """Check and time one layer impl on one workload (see measure_runner)."""
+    w = case.workload
+    rec = base_record(w, impl)
+    check = (lambda out: check_layer_output(out, ref, w)) if ref is not None else None
+    rec.update(measure_runner(lambda: impl.build(case), case.device, timer, opts, check))
+    if rec["status"] == "measured":
+        rec["tflops"] = tflops(rec["flops"], rec["us_median"])
+        rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
     return rec
 
 
