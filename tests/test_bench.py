@@ -229,3 +229,205 @@ def test_cuda_timer_flushes_l2_outside_the_events(monkeypatch):
     times = timer(step, iters=2, warmup=1)
     assert times == pytest.approx([5.0, 5.0])  # µs: the flush's 1 ms is outside the events
     assert log == ["step"] + ["sync", "flush", "event", "step", "event"] * 2 + ["sync"]
+
+
+# --------------------------------------------------------------------------------------------
+# qkv and attention modes
+# --------------------------------------------------------------------------------------------
+
+def _workload(name):
+    (w,) = bench.select_workloads(workloads.load(), name)
+    return w
+
+
+def test_new_modes_parse_and_all_is_still_a_mode():
+    for mode in ("qkv", "attention", "all"):
+        assert bench.parse_args(["--mode", mode]).mode == mode
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--mode", "nope"])
+
+
+def test_qkv_flops_and_bytes_007():
+    w = _workload("007[B=1,S=128]")  # hidden 3584, 28 q heads, 4 kv heads, D 128
+    assert bench.qkv_m(w) == 128
+    assert bench.qkv_flops(w) == 2 * 128 * 3584 * (3584 + 512 + 512)
+    weights = 2 * (3584 * 3584 + 3584 + 2 * (512 * 3584 + 512))
+    assert bench.qkv_weight_bytes(w) == weights
+    x, tables, out = 2 * 128 * 3584, 2 * 2 * 3 * 128 * 128, 2 * 128 * (3584 + 2 * 512)
+    assert bench.qkv_min_bytes(w) == x + tables + weights + out
+    assert bench.qkv_t_sol_us(w) == pytest.approx(
+        max(bench.qkv_flops(w) / workloads.PEAK_FLOPS, bench.qkv_min_bytes(w) / workloads.PEAK_BYTES_PER_S) * 1e6)
+    rec = {"flops": bench.qkv_flops(w), "weight_bytes": weights, "min_bytes": bench.qkv_min_bytes(w),
+           "t_sol_us": 5.0}
+    rates = bench.qkv_rates(rec, 10.0)
+    assert rates["weight_gbps"] == pytest.approx(weights / 10e-6 / 1e9)
+    assert rates["tflops"] == pytest.approx(bench.qkv_flops(w) / 10e-6 / 1e12)
+    assert rates["pct_sol"] == pytest.approx(50.0)
+
+
+def test_qkv_flops_and_bytes_034_use_both_token_counts():
+    w = _workload("034[B=2,Lq=256,Lv=392]")  # hidden 4096, 32 q heads, 8 kv heads
+    q_tok, kv_tok = 2 * 256, 2 * 392
+    assert bench.qkv_m(w) == kv_tok
+    assert bench.qkv_flops(w) == 2 * 4096 * (q_tok * 4096 + 2 * kv_tok * 1024)
+    weights = 2 * (4096 * 4096 + 4096 + 2 * (1024 * 4096 + 1024))
+    out = 2 * (q_tok * 4096 + 2 * kv_tok * 1024)
+    assert bench.qkv_min_bytes(w) == 2 * (q_tok + kv_tok) * 4096 + 8 * (q_tok + 3 * kv_tok) + weights + out
+
+
+def test_compare_qkv_counts_violations_and_nans():
+    torch.manual_seed(0)
+    refs = tuple(torch.randn(1, 2, 8, 128).to(torch.bfloat16) for _ in range(3))
+    res = bench.compare_qkv(tuple(r.clone() for r in refs), refs)
+    assert res == {"ok": True, "violations": 0, "elements": 3 * 2048, "max_abs_err": 0.0}
+    one_ulp = tuple((r.float() * (1 + 2**-8)).to(torch.bfloat16) for r in refs)
+    assert bench.compare_qkv(one_ulp, refs)["ok"]
+    bad = [r.clone() for r in refs]
+    bad[1][0, 0, 0, :3] += 1.0
+    bad[2][0, 0, 0, 0] = float("nan")
+    res = bench.compare_qkv(bad, refs)
+    assert not res["ok"] and res["violations"] == 4 and res["max_abs_err"] >= 0.9
+    res = bench.compare_qkv(refs[:2] + (refs[2][:, :1],), refs)
+    assert not res["ok"] and "expected" in res["error"]
+
+
+def test_attention_flops_count_only_unmasked_pairs():
+    causal = torch.full((4, 4), torch.finfo(torch.bfloat16).min, dtype=torch.bfloat16).triu(1)
+    per_batch = causal.expand(3, 1, 4, 4).contiguous()
+    assert bench.allowed_pairs(per_batch, 3, 4, 4) == 3 * 10
+    assert bench.allowed_pairs(causal.expand(1, 1, 4, 4), 3, 4, 4) == 3 * 10  # broadcast over batch
+    assert bench.allowed_pairs(causal.expand(1, 1, 4, 4), 1, 4, 2) == 7  # only the first Sk columns
+    assert bench.allowed_pairs(None, 2, 5, 7) == 70
+    assert bench.attention_flops(2, 28, 5, 7) == 4 * 2 * 28 * 5 * 7 * 128
+    assert bench.attention_flops(2, 28, 5, 7, pairs=10) == 4 * 28 * 128 * 10
+    # The real 007 mask (finite bf16 minimum above the diagonal): half the matrix plus the diagonal.
+    w = _workload("007[B=1,S=128]")
+    mask = workloads.make_inputs(w, "cpu", seed=0)["attention_mask"]
+    assert bench.allowed_pairs(mask, 1, 128, 128) == 128 * 129 // 2
+
+
+def _col(us, ok=True, ours=False, status="measured"):
+    return {"status": status, "us_median": us, "check": {"ok": ok}, "ours": ours}
+
+
+def test_qkv_speedups_and_summary():
+    records = []
+    for i, (m, fused, eager, graph) in enumerate([(128, 10.0, 40.0, 20.0), (4096, 100.0, 120.0, 110.0)]):
+        rec = {"name": f"w{i}", "problem": "007", "m": m, "columns": {
+            "unfused": _col(eager), "unfused_graph": _col(graph),
+            "fused": dict(_col(fused, ours=True), weight_gbps=1000.0 * (i + 3)),
+            "fused:m64": _col(None, ours=True, status="ERR")}}
+        bench.add_qkv_speedups(rec)
+        records.append(rec)
+    first = records[0]["columns"]["fused"]
+    assert records[0]["best_baseline"] == "unfused_graph"
+    assert (first["x_unfused"], first["x_unfused_graph"], first["x_best"]) == (4.0, 2.0, 2.0)
+    summary = bench.summarize_qkv(records)
+    fused = summary["columns"]["fused"]
+    assert fused["geomean_x_best"] == pytest.approx(math.sqrt(2.0 * 1.1))
+    assert fused["min_x_best"] == pytest.approx(1.1) and fused["below_target"] == ["w1"]
+    assert summary["columns"]["fused:m64"]["errors"] == 2 and summary["columns"]["fused:m64"]["n"] == 0
+    assert summary["columns"]["fused:m128"]["n"] == 0
+    small = summary["small_m"]
+    assert small["n"] == 1 and small["mean_weight_gbps"] == 3000.0 and small["below_target"] == ["w0"]
+    # A baseline that failed its check is no target.
+    rec = {"columns": {"unfused": _col(40.0), "unfused_graph": _col(5.0, ok=False), "fused": _col(10.0, ours=True)}}
+    bench.add_qkv_speedups(rec)
+    assert rec["best_baseline"] == "unfused" and rec["columns"]["fused"]["x_best"] == 4.0
+
+
+def test_attention_speedups_skip_ratio_and_summary():
+    def rec(name, problem, ours, noskip, sdpa, composite):
+        r = {"name": name, "problem": problem, "columns": {
+            "vlattn": _col(ours, ours=True), "sdpa:flash": _col(None, status="ERR"),
+            "sdpa:cudnn": _col(sdpa), "sdpa:math": _col(sdpa / 4, ok=False), "composite": _col(composite)}}
+        if noskip is not None:
+            r["columns"]["vlattn:noskip"] = _col(noskip, ours=True)
+        bench.add_attention_speedups(r)
+        return r
+
+    records = [rec("007[B=1,S=4096]", "007", 100.0, 180.0, 150.0, 200.0),
+               rec("034[B=1,Lq=8192,Lv=12544]", "034", 50.0, None, 40.0, 60.0)]
+    r0 = records[0]
+    assert (r0["best_sdpa"], r0["best_sdpa_us"]) == ("sdpa:cudnn", 150.0)  # math failed its check
+    assert r0["columns"]["vlattn"]["x_best_sdpa"] == 1.5 and r0["columns"]["vlattn"]["x_composite"] == 2.0
+    assert r0["skip_ratio"] == pytest.approx(1.8) and records[1]["skip_ratio"] is None
+    summary = bench.summarize_attention(records)
+    ours = summary["columns"]["vlattn"]
+    assert ours["n"] == 2 and ours["geomean_x_best_sdpa"] == pytest.approx(math.sqrt(1.5 * 0.8))
+    assert ours["min_x_best_sdpa"] == pytest.approx(0.8)
+    assert summary["columns"]["vlattn:noskip"]["n"] == 1
+    assert summary["skip_ratio"] == pytest.approx(1.8) and summary["best_sdpa_counts"] == {"sdpa:cudnn": 2}
+
+
+def test_exit_status_for_qkv_and_attention_columns():
+    def part(col):
+        return {"results": [{"name": "w", "columns": {"c": col}}], "aborted": None}
+
+    assert bench.exit_status(None, None, part(_col(None, ours=False, status="ERR"))) == 0  # a baseline's error
+    assert bench.exit_status(None, None, part(_col(None, ours=True, status="OOM"))) == 1
+    assert bench.exit_status(None, None, None, part(_col(3.0, ok=False, ours=True))) == 1
+    assert bench.exit_status(None, None, None, {"results": [], "aborted": "x: run aborted"}) == 1
+
+
+def test_missing_ops_are_skipped_with_a_note():
+    if hasattr(torch.ops.vlattn, "attention"):
+        pytest.skip("this build has torch.ops.vlattn.attention")
+    why = bench.vlattn_op_unavailable("attention", torch.device("cuda"))
+    assert why.startswith("torch.ops.vlattn.attention is missing from this build")
+    keys, notes = bench.attention_columns(torch.device("cpu"))
+    assert "vlattn" not in keys and "sdpa:math" in keys and "composite" in keys
+    assert notes[0].startswith("attention: vlattn: skipped, torch.ops.vlattn.attention is missing")
+
+
+def test_cpu_smoke_run_of_qkv_and_attention(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    argv = ["--device", "cpu", "--workloads", "007[B=1,S=128]", "--mode", "qkv", "--iters", "1",
+            "--warmup", "0", "--seed", "2", "--json", str(path)]
+    assert bench.main(argv) == 0
+    data = json.loads(path.read_text())
+    (rec,) = data["qkv"]["results"]
+    assert rec["columns"]["unfused"]["check"]["ok"] and "unfused_graph" not in rec["columns"]
+    assert any("unfused_graph: skipped, needs a CUDA device" in n for n in data["notes"])
+    assert bench.main(argv[:5] + ["attention"] + argv[6:]) == 0
+    data = json.loads(path.read_text())
+    (rec,) = data["attention"]["results"]
+    assert rec["needed_fraction"] == pytest.approx(129 / 256)
+    for key in ("sdpa:math", "sdpa:default", "composite"):
+        assert rec["columns"][key]["status"] == "measured" and rec["columns"][key]["check"]["ok"], key
+    assert rec["best_sdpa"] in bench.SDPA_KEYS
+
+
+def test_cpu_run_with_stand_in_vlattn_ops(tmp_path, monkeypatch):
+    """The fused/vlattn columns' plumbing, with the ops replaced by their references."""
+    monkeypatch.setattr(bench, "vlattn_op_unavailable", lambda name, device: None)
+    stage = bench._contiguous_stage(bench.reference.mrope_qkv)
+    monkeypatch.setattr(bench.vlattn, "mrope_qkv", lambda *a, config="": stage(*a), raising=False)
+    monkeypatch.setattr(bench, "_vlattn_attention", lambda skip: lambda q, k, v, mask: bench.token_major(
+        bench.reference.attention(q, k, v, mask)))
+    path, plot = tmp_path / "r.json", tmp_path / "r.png"
+    base = ["--device", "cpu", "--workloads", "007[B=1,S=128]", "--iters", "1", "--warmup", "0",
+            "--seed", "2", "--json", str(path), "--plot", str(plot)]
+    assert bench.main(base + ["--mode", "qkv"]) == 0
+    (rec,) = json.loads(path.read_text())["qkv"]["results"]
+    for key in bench.QKV_FUSED:
+        col = rec["columns"][key]
+        assert col["check"]["ok"] and col["check"]["violations"] == 0 and col["x_best"] > 0
+        assert col["weight_gbps"] > 0 and col["tflops"] > 0
+    assert bench.main(base + ["--mode", "attention"]) == 0
+    (rec,) = json.loads(path.read_text())["attention"]["results"]
+    ours = rec["columns"]["vlattn"]
+    assert ours["check"]["matched"] == 1.0 and ours["x_best_sdpa"] > 0 and ours["x_composite"] > 0
+    assert ours["tflops_needed"] == pytest.approx(ours["tflops_full"] * 129 / 256)
+    assert rec["skip_ratio"] > 0
+
+
+def test_plot_panels_for_qkv_and_attention():
+    qkv = {"results": [{"problem": "007", "axes": {"batch_size": 1, "seq_len": 128},
+                        "columns": {"fused": {"x_best": 1.5}, "fused:m64": {"x_best": None}}}]}
+    attention = {"results": [{"problem": "034", "axes": {"batch_size": 2}, "columns": {"vlattn": {"x_best_sdpa": 0.9}}}]}
+    panels = bench.plot_panels(None, None, qkv, attention)
+    assert [p.title.split()[:2] for p in panels] == [["007", "qkv"], ["034", "attention:"]]
+    assert panels[0].series == {"fused": [1.5]} and panels[0].labels == ["B=1,S=128"]
+    assert panels[0].reference_line == bench.QKV_TARGET_X and panels[1].series == {"vlattn": [0.9]}
+    assert bench.plot_panels(None, None, {"results": []}, None) == []

@@ -2,13 +2,20 @@
 
 Run as ``vlattn-bench`` or ``python -m vlattn.bench`` (``--help`` lists the flags).
 
-Two modes:
+Four modes (``all`` runs them in this order):
 - ``layers``: each workload of SOL-ExecBench problems 007 and 034, each vlattn backend and the
   PyTorch baselines (``reference.py`` eager, the composite eager, the composite replayed from a
   CUDA graph, optionally ``torch.compile`` of the composite). Every output is checked against the
   exact bf16 reference under the benchmark's rule before it is timed.
 - ``gemm``: every distinct projection shape of the chosen workloads, ``vlattn.linear`` against
   cuBLAS through ``F.linear``'s own path, timed in the same run.
+- ``qkv``: the fused QKV projection op (``vlattn.mrope_qkv`` / ``vision_qkv``, auto config and each
+  forced config) against the unfused reference stage (F.linear + PyTorch bias/RoPE/reshape +
+  ``.contiguous()``), eager and replayed from a CUDA graph; outputs checked to about one bf16 ulp.
+- ``attention``: ``torch.ops.vlattn.attention`` (masked-tile skip on and, for 007, off) against
+  SDPA with each backend forced and PyTorch's default choice, and the composite's SDPA, all
+  producing [B, Sq, Hq*128]; checked under the benchmark rule against ``reference.attention``.
+  An op missing from the build is skipped with a note and the baselines are timed alone.
 
 Timing follows STYLE.md and METHOD.md: L2 is made cold before every call by writing a scratch
 buffer twice the device's L2, CUDA events bracket the call alone, nothing is allocated by the
@@ -22,6 +29,7 @@ more, and exits 0; ``--device cpu`` instead drives the whole pipeline on the CPU
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import importlib
@@ -33,6 +41,7 @@ import random
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -52,6 +61,7 @@ AXIS_ABBREVIATIONS = {"batch_size": "B", "seq_len": "S", "lang_seq_len": "Lq", "
 BACKEND_CHOICES = ("native", "composite")
 BASELINE_CHOICES = ("reference", "composite", "composite_graph", "compile")
 DEFAULT_BASELINES = "reference,composite,composite_graph"
+MODES = ("layers", "gemm", "qkv", "attention", "all")
 
 # GEMM mode's rule for vlattn.linear against F.linear (both bf16 out): relative Frobenius error
 # under 1e-2 (bf16 operands land between 1e-3 and 1e-2, METHOD.md) and 99% of elements within
@@ -446,13 +456,14 @@ class Case:
 class Runner:
     """A prepared implementation: ``step()`` is what gets timed, ``result()`` its last output.
 
-    ``poison`` (when the impl writes into a fixed buffer) is filled with NaN before the checked
-    call, so an element the impl never writes fails the check instead of passing on stale data.
+    ``poison`` (when the impl writes into fixed buffers: a tensor or a tuple of them) is filled
+    with NaN before the checked call, so an element the impl never writes fails the check instead
+    of passing on stale data.
     """
 
     step: Callable[[], Any]
-    result: Callable[[], torch.Tensor]
-    poison: Optional[torch.Tensor] = None
+    result: Callable[[], Any]
+    poison: Any = None
     setup_s: float = 0.0
 
 
@@ -507,27 +518,31 @@ def build_composite(case: Case) -> Runner:
     return _returning_runner(_composite_fn(case.op_name), case.args)
 
 
-def build_composite_graph(case: Case) -> Runner:
-    """The composite captured once into a CUDA graph with static inputs; replays are timed.
+def graph_runner(fn: Callable[..., Any], args: tuple, device: torch.device) -> Runner:
+    """``fn(*args)`` captured once into a CUDA graph with static inputs; replays are timed.
 
     Warm-up runs on a side stream first (torch.cuda.graphs' documented recipe) so that lazy
-    initialisation such as cuBLAS workspaces stays out of the capture.
+    initialisation such as cuBLAS workspaces stays out of the capture. ``fn`` may return a tensor
+    or a tuple of tensors (all of them are the static outputs, poisoned before the check).
     """
-    fn = _composite_fn(case.op_name)
-    args = case.args
     t0 = time.perf_counter()
-    side = torch.cuda.Stream(device=case.device)
-    side.wait_stream(torch.cuda.current_stream(case.device))
+    side = torch.cuda.Stream(device=device)
+    side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         for _ in range(2):
             fn(*args)
-    torch.cuda.current_stream(case.device).wait_stream(side)
+    torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         static_out = fn(*args)
-    torch.cuda.synchronize(case.device)
+    torch.cuda.synchronize(device)
     return Runner(step=graph.replay, result=lambda: static_out, poison=static_out,
                   setup_s=time.perf_counter() - t0)
+
+
+def build_composite_graph(case: Case) -> Runner:
+    """The composite replayed from a CUDA graph (see graph_runner)."""
+    return graph_runner(_composite_fn(case.op_name), case.args, case.device)
 
 
 def compile_impl(mode: str) -> Impl:
@@ -669,27 +684,30 @@ def base_record(w, impl: Impl) -> dict:
     }
 
 
-def bench_impl(impl: Impl, case: Case, ref: Optional[torch.Tensor], timer, opts: Options) -> dict:
-    """Build, check (one call on poisoned output), warm up and time one impl on one workload.
+def measure_runner(build: Callable[[], Runner], device: torch.device, timer, opts: Options,
+                   check: Optional[Callable[[Any], dict]] = None,
+                   context: Callable[[], Any] = contextlib.nullcontext) -> dict:
+    """Build, check (one call on poisoned output), warm up and time one implementation.
 
-    Any failure, out-of-memory included, is recorded in the result rather than raised, so one
-    broken impl or one huge shape does not end the run.
+    Returns status ("measured", "OOM", "ERR"), the time statistics, ``check`` (``check`` applied
+    to the checked call's output), ``setup_s`` and ``error``. Any failure, out-of-memory included,
+    is recorded rather than raised, so one broken impl or one huge shape does not end the run.
+    ``context`` (e.g. an SDPA backend choice) is held around the build, the check and the timing.
     """
-    w = case.workload
-    rec = base_record(w, impl)
+    rec: dict[str, Any] = {"status": None, "us_median": None, "check": None}
     runner = None
     try:
-        runner = impl.build(case)
-        rec["setup_s"] = runner.setup_s
-        if ref is not None:
-            if runner.poison is not None:
-                runner.poison.fill_(float("nan"))
-            runner.step()
-            rec["check"] = check_layer_output(runner.result(), ref, w)
-        times = timer(runner.step, opts.iters, opts.warmup)
-        rec.update(time_stats(times))
-        rec["tflops"] = tflops(rec["flops"], rec["us_median"])
-        rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
+        with context():
+            runner = build()
+            rec["setup_s"] = runner.setup_s
+            if check is not None:
+                poison = runner.poison
+                for t in (poison if isinstance(poison, (tuple, list)) else (poison,)):
+                    if t is not None:
+                        t.fill_(float("nan"))
+                runner.step()
+                rec["check"] = check(runner.result())
+            rec.update(time_stats(timer(runner.step, opts.iters, opts.warmup)))
         rec["status"] = "measured"
     except torch.cuda.OutOfMemoryError as exc:
         rec.update(status="OOM", error=_error_text(exc))
@@ -697,7 +715,19 @@ def bench_impl(impl: Impl, case: Case, ref: Optional[torch.Tensor], timer, opts:
         rec.update(status="ERR", error=_error_text(exc))
     finally:
         del runner
-        release_memory(case.device)
+        release_memory(device)
+    return rec
+
+
+def bench_impl(impl: Impl, case: Case, ref: Optional[torch.Tensor], timer, opts: Options) -> dict:
+    """Check and time one layer impl on one workload (see measure_runner)."""
+    w = case.workload
+    rec = base_record(w, impl)
+    check = (lambda out: check_layer_output(out, ref, w)) if ref is not None else None
+    rec.update(measure_runner(lambda: impl.build(case), case.device, timer, opts, check))
+    if rec["status"] == "measured":
+        rec["tflops"] = tflops(rec["flops"], rec["us_median"])
+        rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
     return rec
 
 
@@ -1013,6 +1043,630 @@ def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budge
 
 
 # --------------------------------------------------------------------------------------------
+# Shared by the qkv and attention modes: one record per workload, one timed column per impl.
+# --------------------------------------------------------------------------------------------
+
+def vlattn_op_unavailable(name: str, device: torch.device) -> Optional[str]:
+    """Why ``torch.ops.vlattn.<name>`` cannot run here, or None when it can."""
+    try:
+        present = hasattr(torch.ops.vlattn, name)
+    except Exception:
+        present = False
+    if not present:
+        return (f"torch.ops.vlattn.{name} is missing from this build "
+                f"(extension: {_safe(vlattn.extension_info)})")
+    if device.type != "cuda":
+        return "needs a CUDA device"
+    return None
+
+
+def stage_record(w) -> dict:
+    return {"problem": w.problem, "index": w.index, "uuid": w.uuid, "name": w.name,
+            "axes": dict(w.axes), "columns": {}}
+
+
+def dedupe_workloads(ws: list) -> list:
+    """One workload per (problem, axes): identical shapes are timed once."""
+    seen, kept = set(), []
+    for w in ws:
+        key = (w.problem, tuple(sorted(w.axes.items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(w)
+    return kept
+
+
+def best_column(columns: dict, keys: Iterable[str]) -> tuple[Optional[str], Optional[float]]:
+    """The fastest measured column among ``keys`` whose check did not FAIL (None, None if none)."""
+    found = [(col["us_median"], key) for key, col in columns.items()
+             if key in keys and col.get("us_median") is not None
+             and (col.get("check") or {}).get("ok", True)]
+    if not found:
+        return None, None
+    us, key = min(found)
+    return key, us
+
+
+def speedup(base: Optional[dict], ours: Optional[dict]) -> Optional[float]:
+    """T_base / T_ours from two columns (None when either was not measured)."""
+    b = (base or {}).get("us_median")
+    o = (ours or {}).get("us_median")
+    return b / o if (b and o) else None
+
+
+def _verdict(col: Optional[dict]) -> str:
+    check = (col or {}).get("check")
+    return "" if not check else ("PASS" if check["ok"] else "FAIL")
+
+
+def _us_cell(col: Optional[dict], width: int = 14) -> str:
+    if col is None:
+        return f"{'-':<{width}}"
+    if col["status"] != "measured":
+        return f"{col['status']:<{width}}"
+    return f"{col['us_median']:8.1f} {_verdict(col):<4}".ljust(width)
+
+
+def _x(v: Optional[float], width: int = 6) -> str:
+    return f"{v:{width - 1}.2f}x" if v is not None else f"{'-':>{width}}"
+
+
+def _num(v: Optional[float], spec: str, width: int) -> str:
+    return format(v, spec).rjust(width) if v is not None else f"{'-':>{width}}"
+
+
+def _xs(v: Optional[float]) -> str:
+    """A speed-up in a sentence: '1.42x', or '-' when not measured."""
+    return f"{v:.2f}x" if v is not None else "-"
+
+
+def column_notes(rec: dict) -> list[str]:
+    """Detail lines under a workload: a column's error, or its failed check."""
+    notes = []
+    for key, col in rec["columns"].items():
+        check = col.get("check")
+        if col["status"] in ("OOM", "ERR"):
+            notes.append(f"    {key}: {col['status']}: {col.get('error')}")
+        elif check is not None and not check["ok"]:
+            details = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                for k, v in check.items() if k != "ok")
+            notes.append(f"    {key}: FAIL ({details})")
+        if col.get("note"):
+            notes.append(f"    {key}: {col['note']}")
+    return notes
+
+
+def _column_stats(values: list[Optional[float]]) -> dict:
+    xs = [v for v in values if v is not None]
+    return {"n": len(xs), "geomean": geomean(xs), "min": min(xs) if xs else None}
+
+
+def _column_failures(records: list[dict], key: str) -> tuple[int, int]:
+    cols = [r["columns"][key] for r in records if key in r["columns"]]
+    return (sum(1 for c in cols if (c.get("check") or {}).get("ok") is False),
+            sum(1 for c in cols if c["status"] in ("OOM", "ERR")))
+
+
+# --------------------------------------------------------------------------------------------
+# QKV mode: the fused projection + bias + RoPE op against the unfused reference stage.
+# --------------------------------------------------------------------------------------------
+
+# (stage in vlattn.reference and vlattn, its inputs in make_inputs' names) per problem.
+QKV_STAGES = {
+    "007": ("mrope_qkv", ("hidden_states", "q_weight", "q_bias", "k_weight", "k_bias", "v_weight",
+                          "v_bias", "cos", "sin")),
+    "034": ("vision_qkv", ("language_hidden_states", "vision_hidden_states", "language_position_ids",
+                           "vision_grid_thw", "q_proj_weight", "q_proj_bias", "k_proj_weight",
+                           "k_proj_bias", "v_proj_weight", "v_proj_bias")),
+}
+# Fused columns: "fused" is the op's own choice (config ""), the others force a config.
+QKV_FUSED = {"fused": "", "fused:m128": "m128", "fused:m64": "m64"}
+QKV_BASELINES = ("unfused", "unfused_graph")
+# Check of the fused stage against the reference stage: about one bf16 ulp everywhere.
+QKV_ATOL = 1e-2
+QKV_RTOL = 1e-2
+QKV_TARGET_X = 1.3  # issue 3: fused >= 1.3x the unfused sequence on every shape
+QKV_SMALL_M = 256  # rows at or under this M stream the weights; their rate is held to:
+QKV_WEIGHT_TARGET_BYTES_PER_S = 3.4e12
+
+
+def qkv_shapes(w) -> list[tuple[str, int, int, int, bool]]:
+    """The q, k and v projections (name, M, N, K, bias) of the stage."""
+    return [s for s in workloads.projection_shapes(w) if s[0] != "o"]
+
+
+def qkv_m(w) -> int:
+    """The stage's largest M (007: B*S for all three; 034: max(B*Lq, B*Lv))."""
+    return max(m for _, m, _, _, _ in qkv_shapes(w))
+
+
+def qkv_flops(w) -> int:
+    """2*M*N*K summed over the q, k and v GEMMs (bias and RoPE not counted)."""
+    return sum(2 * m * n * k for _, m, n, k, _ in qkv_shapes(w))
+
+
+def qkv_weight_bytes(w) -> int:
+    """The three bf16 weights and biases: what a small-M call must stream from HBM."""
+    return sum(2 * (n * k + (n if bias else 0)) for _, _, n, k, bias in qkv_shapes(w))
+
+
+def qkv_min_bytes(w) -> int:
+    """Inputs read once and q, k, v written once: activations, RoPE tables (007: the bf16 cos/sin
+    [3, B, S, 128]) or int64 positions (034), weights and biases, bf16 outputs."""
+    c = w.consts
+    q_tokens, kv_tokens = w.batch * w.q_len, w.batch * w.kv_len
+    outputs = 2 * (q_tokens * c["num_heads"] + 2 * kv_tokens * c["num_kv_heads"]) * c["head_dim"]
+    if w.problem == "007":
+        inputs = 2 * q_tokens * c["hidden_size"] + 2 * 2 * 3 * q_tokens * c["head_dim"]
+    else:
+        inputs = 2 * (q_tokens + kv_tokens) * c["hidden_size"] + 8 * (q_tokens + 3 * kv_tokens)
+    return inputs + qkv_weight_bytes(w) + outputs
+
+
+def qkv_t_sol_us(w) -> float:
+    return max(qkv_flops(w) / workloads.PEAK_FLOPS, qkv_min_bytes(w) / workloads.PEAK_BYTES_PER_S) * 1e6
+
+
+def qkv_rates(rec: dict, us: float) -> dict:
+    return {"tflops": tflops(rec["flops"], us),
+            "weight_gbps": rec["weight_bytes"] / (us * 1e-6) / 1e9,
+            "gbps": rec["min_bytes"] / (us * 1e-6) / 1e9,
+            "pct_sol": pct_sol(rec["t_sol_us"], us)}
+
+
+def compare_qkv(outs, refs) -> dict:
+    """q, k, v against the reference stage: every element within QKV_ATOL + QKV_RTOL*|ref|
+    (a NaN never is); PASS only with no violation."""
+    outs, refs = tuple(outs), tuple(refs)
+    if len(outs) != len(refs) or any(tuple(o.shape) != tuple(r.shape) or o.dtype != r.dtype
+                                     for o, r in zip(outs, refs)):
+        return {"ok": False, "error": f"got {[(tuple(o.shape), str(o.dtype)) for o in outs]}, expected "
+                                      f"{[(tuple(r.shape), str(r.dtype)) for r in refs]}"}
+    violations, max_abs, elements = 0, 0.0, 0
+    for o, r in zip(outs, refs):
+        o, r = o.float(), r.float()
+        diff = (o - r).abs()
+        violations += int((~(diff <= QKV_ATOL + QKV_RTOL * r.abs())).sum())
+        finite = diff[torch.isfinite(diff)]
+        max_abs = max(max_abs, float(finite.max()) if finite.numel() else 0.0)
+        elements += o.numel()
+    return {"ok": violations == 0, "violations": violations, "elements": elements,
+            "max_abs_err": max_abs}
+
+
+def _contiguous_stage(stage: Callable[..., tuple]) -> Callable[..., tuple]:
+    """The reference stage as PyTorch runs it unfused, then .contiguous() on each output (the
+    fused op's head-major layout)."""
+    def run(*args):
+        return tuple(t.contiguous() for t in stage(*args))
+    return run
+
+
+def _fused_stage(stage_name: str, config: str) -> Callable[..., tuple]:
+    op = getattr(vlattn, stage_name)
+
+    def run(*args):
+        return op(*args, config=config)
+    return run
+
+
+def qkv_columns(device: torch.device) -> tuple[list[str], dict[str, str], list[str]]:
+    """(columns to run, per-problem reason the fused op cannot run, notes)."""
+    notes: list[str] = []
+    fused_missing = {p: why for p, (stage, _) in QKV_STAGES.items()
+                     if (why := vlattn_op_unavailable(stage, device))}
+    for p, why in fused_missing.items():
+        notes.append(f"qkv {p}: fused vlattn.{QKV_STAGES[p][0]}: skipped, {why}; timing the unfused baselines alone")
+    keys = ["unfused"]
+    if device.type == "cuda":
+        keys.append("unfused_graph")
+    else:
+        notes.append("qkv: unfused_graph: skipped, needs a CUDA device")
+    if len(fused_missing) < len(QKV_STAGES):
+        keys += list(QKV_FUSED)
+    return keys, fused_missing, notes
+
+
+def bench_qkv_workload(w, keys: list[str], fused_missing: dict, device: torch.device, timer,
+                       opts: Options) -> dict:
+    """Every column on one workload: the same inputs, checked against the reference stage."""
+    rec = _measure_qkv_workload(w, keys, fused_missing, device, timer, opts)
+    release_memory(device)  # the inputs and reference outputs died with the call above
+    return rec
+
+
+def _measure_qkv_workload(w, keys: list[str], fused_missing: dict, device: torch.device, timer,
+                          opts: Options) -> dict:
+    stage_name, names = QKV_STAGES[w.problem]
+    inputs = workloads.make_inputs(w, device, seed=opts.seed)
+    args = tuple(inputs[n] for n in names)
+    del inputs
+    rec = stage_record(w)
+    rec.update(m=qkv_m(w), flops=float(qkv_flops(w)), weight_bytes=float(qkv_weight_bytes(w)),
+               min_bytes=float(qkv_min_bytes(w)), t_sol_us=qkv_t_sol_us(w))
+    unfused = _contiguous_stage(getattr(reference, stage_name))
+    refs, check = None, None
+    if opts.check:
+        try:
+            refs = unfused(*args)
+            check = lambda outs: compare_qkv(outs, refs)  # noqa: E731
+        except Exception as exc:
+            rec["note"] = f"reference stage failed ({_error_text(exc)}); outputs unchecked"
+    builds = {"unfused": lambda: _returning_runner(unfused, args),
+              "unfused_graph": lambda: graph_runner(unfused, args, device)}
+    for key, config in QKV_FUSED.items():
+        builds[key] = (lambda config=config: _returning_runner(_fused_stage(stage_name, config), args))
+    for key in keys:
+        if key in QKV_FUSED and w.problem in fused_missing:
+            continue
+        col = measure_runner(builds[key], device, timer, opts, check)
+        col["ours"] = key in QKV_FUSED
+        if col["status"] == "measured":
+            col.update(qkv_rates(rec, col["us_median"]))
+        rec["columns"][key] = col
+    add_qkv_speedups(rec)
+    return rec
+
+
+def add_qkv_speedups(rec: dict) -> None:
+    """× unfused eager, × unfused graph and × best baseline for each fused column, in place."""
+    cols = rec["columns"]
+    rec["best_baseline"], rec["best_baseline_us"] = best_column(cols, QKV_BASELINES)
+    best = {"us_median": rec["best_baseline_us"]}
+    for key in QKV_FUSED:
+        if key in cols:
+            cols[key]["x_unfused"] = speedup(cols.get("unfused"), cols[key])
+            cols[key]["x_unfused_graph"] = speedup(cols.get("unfused_graph"), cols[key])
+            cols[key]["x_best"] = speedup(best, cols[key])
+
+
+def summarize_qkv(records: list[dict]) -> dict:
+    """Per fused column: geomean and min × best baseline, rows under the 1.3x target, failures;
+    and the weight-streaming rate of the auto-config fused op on rows with M <= 256."""
+    summary: dict[str, Any] = {"workloads": len(records), "target_x": QKV_TARGET_X, "columns": {}}
+    for key in QKV_FUSED:
+        rows = [r for r in records if key in r["columns"]]
+        xs = [r["columns"][key].get("x_best") for r in rows]
+        stats = _column_stats(xs)
+        failures, errors = _column_failures(records, key)
+        summary["columns"][key] = {
+            "n": stats["n"], "geomean_x_best": stats["geomean"], "min_x_best": stats["min"],
+            "below_target": [r["name"] for r, x in zip(rows, xs) if x is not None and x < QKV_TARGET_X],
+            "failures": failures, "errors": errors,
+        }
+    small = [r for r in records if r["m"] <= QKV_SMALL_M
+             and (r["columns"].get("fused") or {}).get("weight_gbps") is not None]
+    rates = [r["columns"]["fused"]["weight_gbps"] for r in small]
+    target_gbps = QKV_WEIGHT_TARGET_BYTES_PER_S / 1e9
+    summary["small_m"] = {
+        "m_max": QKV_SMALL_M, "target_gbps": target_gbps, "n": len(small),
+        "mean_weight_gbps": mean(rates),
+        "min_weight_gbps": min(rates) if rates else None,
+        "below_target": [r["name"] for r, g in zip(small, rates) if g < target_gbps],
+    }
+    return summary
+
+
+QKV_COLS = ("unfused", "unfused_graph", *QKV_FUSED)
+
+
+def qkv_header() -> str:
+    cells = " | ".join(f"{k:<14}" for k in QKV_COLS)
+    return (f"{'workload':<24} {'M':>6} {'T_SOL µs':>9} | {cells} | {'TF/s':>5} {'wGB/s':>6} {'GB/s':>6} "
+            f"{'%SOL':>5} | {'×eager':>6} {'×graph':>6} {'×best':>6} best\n"
+            f"{'':<24} {'':>6} {'':>9} | " + " | ".join(f"{'µs':>8} {'chk':<4} " for _ in QKV_COLS)
+            + " | fused (auto config)")
+
+
+def qkv_line(rec: dict) -> str:
+    cols = rec["columns"]
+    f = cols.get("fused") or {}
+    cells = " | ".join(_us_cell(cols.get(k)) for k in QKV_COLS)
+    return (f"{rec['name']:<24} {rec['m']:>6} {rec['t_sol_us']:9.1f} | {cells} | "
+            f"{_num(f.get('tflops'), '.0f', 5)} {_num(f.get('weight_gbps'), '.0f', 6)} "
+            f"{_num(f.get('gbps'), '.0f', 6)} {_num(f.get('pct_sol'), '.1f', 5)} | "
+            f"{_x(f.get('x_unfused'))} {_x(f.get('x_unfused_graph'))} {_x(f.get('x_best'))} "
+            f"{rec.get('best_baseline') or '-'}")
+
+
+def print_qkv_summary(summary: dict) -> None:
+    print(f"\n== qkv summary over {summary['workloads']} workloads: ×best = T_best_unfused / T_fused; "
+          f"target >= {summary['target_x']}x on every shape ==", flush=True)
+    for key, row in summary["columns"].items():
+        below = row["below_target"]
+        print(f"{key:<11} n={row['n']:<3} geomean ×best {_xs(row['geomean_x_best'])}, "
+              f"min {_xs(row['min_x_best'])}, below {summary['target_x']}x: {len(below)}"
+              f"{' (' + ', '.join(below[:8]) + ')' if below else ''}; "
+              f"check failures {row['failures']}, errors {row['errors']}", flush=True)
+    s = summary["small_m"]
+    print(f"fused, rows with M <= {s['m_max']} ({s['n']}): weight streaming mean "
+          f"{_num(s['mean_weight_gbps'], '.0f', 0)} GB/s, min {_num(s['min_weight_gbps'], '.0f', 0)} GB/s "
+          f"vs target {s['target_gbps']:.0f} GB/s; below target: {len(s['below_target'])}", flush=True)
+
+
+def run_qkv(ws: list, device: torch.device, timer, opts: Options, budget: Budget) -> dict:
+    keys, fused_missing, notes = qkv_columns(device)
+    ws = dedupe_workloads(ws)
+    for note in notes:
+        print(note, flush=True)
+    print(f"\nqkv stage on {len(ws)} workloads: fused = vlattn.mrope_qkv / vision_qkv (auto config and "
+          f"forced {', '.join(c for c in QKV_FUSED.values() if c)}); unfused = vlattn.reference stage + "
+          f".contiguous(), eager and CUDA graph. cells: median µs | check (|d| <= "
+          f"{QKV_ATOL:g} + {QKV_RTOL:g}|ref| everywhere)", flush=True)
+    print(qkv_header(), flush=True)
+    records = []
+    sweep = Sweep(budget, notes)
+    for w, rec in sweep(ws, "qkv workloads", lambda w: f"qkv {w.name}",
+                        lambda w: bench_qkv_workload(w, keys, fused_missing, device, timer, opts)):
+        records.append(rec)
+        print(qkv_line(rec), flush=True)
+        for line in column_notes(rec) + ([f"    {rec['note']}"] if rec.get("note") else []):
+            print(line, flush=True)
+    summary = summarize_qkv(records)
+    print_qkv_summary(summary)
+    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted}
+
+
+# --------------------------------------------------------------------------------------------
+# Attention mode: vlattn's attention op against every SDPA backend and the composite's SDPA.
+# --------------------------------------------------------------------------------------------
+
+ATTN_SCALE = 128 ** -0.5
+# Column key -> torch.nn.attention.SDPBackend member forced for it.
+SDPA_BACKENDS = {"sdpa:flash": "FLASH_ATTENTION", "sdpa:cudnn": "CUDNN_ATTENTION",
+                 "sdpa:efficient": "EFFICIENT_ATTENTION", "sdpa:math": "MATH"}
+SDPA_KEYS = (*SDPA_BACKENDS, "sdpa:default")
+ATTN_OURS = ("vlattn", "vlattn:noskip")
+ATTN_COLS = (*ATTN_OURS, *SDPA_KEYS, "composite")
+MASKED_BELOW = -1e30  # an additive mask entry under this removes the (i, j) pair
+SKIP_RATIO_WORKLOAD = "007[B=1,S=4096]"
+
+
+def token_major(o: torch.Tensor) -> torch.Tensor:
+    """[B, H, S, D] -> [B, S, H*D], the vlattn attention op's output layout."""
+    bsz, heads, seq, dim = o.shape
+    return o.transpose(1, 2).reshape(bsz, seq, heads * dim)
+
+
+def allowed_pairs(mask: Optional[torch.Tensor], batch: int, q_len: int, kv_len: int) -> int:
+    """Unmasked (i, j) pairs over the batch: entries of the additive mask's first ``kv_len``
+    columns above MASKED_BELOW (a mask broadcast over the batch counts once per entry)."""
+    if mask is None:
+        return batch * q_len * kv_len
+    kept = int((mask[..., :q_len, :kv_len] > MASKED_BELOW).sum())
+    return kept * (batch // mask.shape[0])
+
+
+def attention_flops(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int = 128,
+                    pairs: Optional[int] = None) -> int:
+    """4*D per (head, i, j) pair: QK^T and PV. ``pairs`` None: the full B*Sq*Sk matrix."""
+    return 4 * heads * head_dim * (batch * q_len * kv_len if pairs is None else pairs)
+
+
+def attention_inputs(w, device: torch.device, seed: int):
+    """q, k, v from the reference stage (contiguous) and the mask as the layer uses it."""
+    stage_name, names = QKV_STAGES[w.problem]
+    inputs = workloads.make_inputs(w, device, seed=seed)
+    q, k, v = _contiguous_stage(getattr(reference, stage_name))(*(inputs[n] for n in names))
+    mask = inputs.get("attention_mask") if w.problem == "007" else None
+    return q, k, v, mask
+
+
+def _sdpa_kernel(backend: str) -> Callable[[], Any]:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return lambda: sdpa_kernel([getattr(SDPBackend, backend)])
+
+
+def _sdpa(q, k, v, mask):
+    gqa = q.shape[1] != k.shape[1]
+    return token_major(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=ATTN_SCALE,
+                                                      enable_gqa=gqa))
+
+
+def _sdpa_plain(q, k, v, mask):
+    return token_major(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=ATTN_SCALE))
+
+
+def _build_sdpa(q, k, v, mask, info: dict) -> Runner:
+    """SDPA (inside the backend's context) with enable_gqa; a backend that refuses GQA gets K/V
+    expanded to Hq heads once, outside the timed region (a head start for the baseline). A
+    refusal raises with PyTorch's warning that says why."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            _sdpa(q, k, v, mask)
+            info["gqa"] = "enable_gqa"
+            return _returning_runner(_sdpa, (q, k, v, mask))
+        except RuntimeError as first:
+            if q.shape[1] == k.shape[1]:
+                raise RuntimeError(_with_warnings(first, caught)) from None
+            rep = q.shape[1] // k.shape[1]
+            k, v = reference.repeat_kv(k, rep).contiguous(), reference.repeat_kv(v, rep).contiguous()
+            try:
+                _sdpa_plain(q, k, v, mask)
+            except RuntimeError as second:
+                raise RuntimeError(_with_warnings(second, caught)) from None
+    info["gqa"] = "kv expanded to Hq heads outside the timed region"
+    return _returning_runner(_sdpa_plain, (q, k, v, mask))
+
+
+def _with_warnings(exc: BaseException, caught: list) -> str:
+    """The refusal's first line and PyTorch's warnings (why each kernel declined), once each."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    why = "; ".join(dict.fromkeys(str(c.message).strip().splitlines()[0] for c in caught if str(c.message).strip()))
+    return f"{first}{' (' + why[:600] + ')' if why else ''}"
+
+
+def _vlattn_attention(skip: bool) -> Callable[..., torch.Tensor]:
+    def run(q, k, v, mask):
+        return torch.ops.vlattn.attention(q, k, v, mask, causal=False, scale=ATTN_SCALE, skip=skip)
+    return run
+
+
+def _composite_attention(q, k, v, mask):
+    return token_major(importlib.import_module("vlattn.composite").sdpa(q, k, v, mask, False, ATTN_SCALE))
+
+
+def attention_columns(device: torch.device) -> tuple[list[str], list[str]]:
+    notes: list[str] = []
+    keys = []
+    why = vlattn_op_unavailable("attention", device)
+    if why:
+        notes.append(f"attention: vlattn: skipped, {why}; timing the SDPA baselines alone")
+    else:
+        keys += list(ATTN_OURS)
+    keys += list(SDPA_KEYS)
+    composite_error = _import_error("vlattn.composite")
+    if composite_error:
+        notes.append(f"attention: composite: skipped, vlattn.composite is missing ({composite_error})")
+    else:
+        keys.append("composite")
+    return keys, notes
+
+
+def bench_attention_workload(w, keys: list[str], device: torch.device, timer, opts: Options) -> dict:
+    """Every column on one workload: the same q, k, v and mask, checked against the reference."""
+    rec = _measure_attention_workload(w, keys, device, timer, opts)
+    release_memory(device)
+    return rec
+
+
+def _measure_attention_workload(w, keys: list[str], device: torch.device, timer, opts: Options) -> dict:
+    q, k, v, mask = attention_inputs(w, device, opts.seed)
+    heads = q.shape[1]
+    rec = stage_record(w)
+    pairs = allowed_pairs(mask, w.batch, w.q_len, w.kv_len)
+    rec.update(flops_full=float(attention_flops(w.batch, heads, w.q_len, w.kv_len)),
+               flops_needed=float(attention_flops(w.batch, heads, w.q_len, w.kv_len, pairs=pairs)),
+               masked=mask is not None)
+    rec["needed_fraction"] = rec["flops_needed"] / rec["flops_full"]
+    ref, check = None, None
+    if opts.check:
+        try:
+            ref = token_major(reference.attention(q, k, v, mask))
+            check = lambda out: check_layer_output(out, ref, w)  # noqa: E731
+        except Exception as exc:
+            rec["note"] = f"reference attention failed ({_error_text(exc)}); outputs unchecked"
+    args = (q, k, v, mask)
+    for key in keys:
+        if key == "vlattn:noskip" and w.problem != "007":
+            continue  # nothing to skip without a mask
+        info: dict[str, Any] = {}
+        context: Callable[[], Any] = contextlib.nullcontext
+        if key in ATTN_OURS:
+            build = (lambda skip=(key == "vlattn"): _returning_runner(_vlattn_attention(skip), args))
+        elif key in SDPA_BACKENDS:
+            context = _sdpa_kernel(SDPA_BACKENDS[key])
+            build = (lambda info=info: _build_sdpa(q, k, v, mask, info))
+        elif key == "sdpa:default":
+            build = (lambda info=info: _build_sdpa(q, k, v, mask, info))
+        else:
+            build = (lambda: _returning_runner(_composite_attention, args))
+        col = measure_runner(build, device, timer, opts, check, context)
+        col["ours"] = key in ATTN_OURS
+        col.update(info)
+        if col["status"] == "measured":
+            col["tflops_full"] = tflops(rec["flops_full"], col["us_median"])
+            col["tflops_needed"] = tflops(rec["flops_needed"], col["us_median"])
+        rec["columns"][key] = col
+    add_attention_speedups(rec)
+    return rec
+
+
+def add_attention_speedups(rec: dict) -> None:
+    """× best SDPA and × composite for vlattn's columns, and the skip on/off ratio, in place."""
+    cols = rec["columns"]
+    rec["best_sdpa"], rec["best_sdpa_us"] = best_column(cols, SDPA_KEYS)
+    best = {"us_median": rec["best_sdpa_us"]}
+    for key in ATTN_OURS:
+        if key in cols:
+            cols[key]["x_best_sdpa"] = speedup(best, cols[key])
+            cols[key]["x_composite"] = speedup(cols.get("composite"), cols[key])
+    # T(skip off) / T(skip on): how much the masked-tile skip buys.
+    rec["skip_ratio"] = speedup(cols.get("vlattn:noskip"), cols.get("vlattn"))
+
+
+def summarize_attention(records: list[dict]) -> dict:
+    summary: dict[str, Any] = {"workloads": len(records), "columns": {}}
+    for key in ATTN_OURS:
+        rows = [r["columns"][key] for r in records if key in r["columns"]]
+        best, comp = _column_stats([c.get("x_best_sdpa") for c in rows]), \
+            _column_stats([c.get("x_composite") for c in rows])
+        failures, errors = _column_failures(records, key)
+        summary["columns"][key] = {
+            "n": best["n"], "geomean_x_best_sdpa": best["geomean"], "min_x_best_sdpa": best["min"],
+            "geomean_x_composite": comp["geomean"], "failures": failures, "errors": errors,
+        }
+    best_counts: dict[str, int] = {}
+    for r in records:
+        if r.get("best_sdpa"):
+            best_counts[r["best_sdpa"]] = best_counts.get(r["best_sdpa"], 0) + 1
+    summary["best_sdpa_counts"] = best_counts
+    summary["geomean_skip_ratio_007"] = geomean(r.get("skip_ratio") for r in records if r["problem"] == "007")
+    named = [r for r in records if r["name"] == SKIP_RATIO_WORKLOAD]
+    summary["skip_ratio_workload"] = SKIP_RATIO_WORKLOAD
+    summary["skip_ratio"] = named[0].get("skip_ratio") if named else None
+    return summary
+
+
+def attention_header() -> str:
+    cells = " | ".join(f"{k:<14}" for k in ATTN_COLS)
+    return (f"{'workload':<24} {'need%':>5} | {cells} | {'match%':>6} {'TF/s':>5} {'TF/s*':>5} | "
+            f"{'×bestSDPA':>9} {'×comp':>6} {'skip':>6} best SDPA\n"
+            f"{'':<24} {'':>5} | " + " | ".join(f"{'µs':>8} {'chk':<4} " for _ in ATTN_COLS)
+            + " | vlattn (skip on): full-matrix TF/s, TF/s* on needed FLOPs; skip = T_off/T_on")
+
+
+def attention_line(rec: dict) -> str:
+    cols = rec["columns"]
+    o = cols.get("vlattn") or {}
+    matched = (o.get("check") or {}).get("matched")
+    cells = " | ".join(_us_cell(cols.get(k)) for k in ATTN_COLS)
+    best = f"{rec['best_sdpa']} {rec['best_sdpa_us']:.1f} µs" if rec.get("best_sdpa") else "-"
+    return (f"{rec['name']:<24} {100 * rec['needed_fraction']:5.1f} | {cells} | "
+            f"{_num(None if matched is None else 100 * matched, '.2f', 6)} "
+            f"{_num(o.get('tflops_full'), '.0f', 5)} {_num(o.get('tflops_needed'), '.0f', 5)} | "
+            f"{_x(o.get('x_best_sdpa'), 9)} {_x(o.get('x_composite'))} {_x(rec.get('skip_ratio'))} {best}")
+
+
+def print_attention_summary(summary: dict) -> None:
+    print(f"\n== attention summary over {summary['workloads']} workloads: ×best SDPA = T_best_SDPA / T ==",
+          flush=True)
+    for key, row in summary["columns"].items():
+        print(f"{key:<14} n={row['n']:<3} geomean ×best SDPA {_xs(row['geomean_x_best_sdpa'])}, "
+              f"min {_xs(row['min_x_best_sdpa'])}, geomean ×composite "
+              f"{_xs(row['geomean_x_composite'])}; check failures {row['failures']}, "
+              f"errors {row['errors']}", flush=True)
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(summary["best_sdpa_counts"].items())) or "-"
+    print(f"best SDPA backend per workload: {counts}", flush=True)
+    print(f"skip on/off (T_noskip / T_skip): {summary['skip_ratio_workload']} "
+          f"{_xs(summary['skip_ratio'])}; geomean over 007 "
+          f"{_xs(summary['geomean_skip_ratio_007'])}", flush=True)
+
+
+def run_attention(ws: list, device: torch.device, timer, opts: Options, budget: Budget) -> dict:
+    keys, notes = attention_columns(device)
+    ws = dedupe_workloads(ws)
+    for note in notes:
+        print(note, flush=True)
+    print(f"\nattention on {len(ws)} workloads: q/k/v from the reference stage, 007 with its additive "
+          f"mask, scale 128**-0.5, output [B, Sq, Hq*128] for every column; cells: median µs | "
+          f"check (benchmark rule vs vlattn.reference.attention); need% = unmasked pairs", flush=True)
+    print(attention_header(), flush=True)
+    records = []
+    sweep = Sweep(budget, notes)
+    for w, rec in sweep(ws, "attention workloads", lambda w: f"attention {w.name}",
+                        lambda w: bench_attention_workload(w, keys, device, timer, opts)):
+        records.append(rec)
+        print(attention_line(rec), flush=True)
+        for line in column_notes(rec) + ([f"    {rec['note']}"] if rec.get("note") else []):
+            print(line, flush=True)
+    summary = summarize_attention(records)
+    print_attention_summary(summary)
+    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted}
+
+
+# --------------------------------------------------------------------------------------------
 # Output files.
 # --------------------------------------------------------------------------------------------
 
@@ -1032,8 +1686,20 @@ def write_json(path: Path, payload: dict) -> None:
     print(f"wrote {path}", flush=True)
 
 
-def plot_panels(layers: Optional[dict], gemm: Optional[dict]) -> list[tuple[str, list[str], dict]]:
-    """(title, x labels, {series: %SOL per label}) panels: one per problem, one for the GEMMs."""
+@dataclass
+class Panel:
+    """One bar chart: ``series`` maps a name to one value (or None) per x label."""
+
+    title: str
+    labels: list[str]
+    series: dict
+    ylabel: str = "% of SOL (T_SOL / T)"
+    reference_line: float = 100.0
+
+
+def plot_panels(layers: Optional[dict], gemm: Optional[dict], qkv: Optional[dict] = None,
+                attention: Optional[dict] = None) -> list[Panel]:
+    """%SOL per problem (layers) and for the GEMMs; speed-ups per problem for qkv and attention."""
     panels = []
     if layers:
         for problem in sorted({r["problem"] for r in layers["results"]}):
@@ -1043,17 +1709,29 @@ def plot_panels(layers: Optional[dict], gemm: Optional[dict]) -> list[tuple[str,
             for r in rows:
                 values = series.setdefault(r["impl"], [None] * len(labels))
                 values[labels.index(axes_label(r["axes"]))] = r.get("pct_sol")
-            panels.append((f"{problem} {OP_NAMES[problem]}: % of H200 speed of light", labels, series))
+            panels.append(Panel(f"{problem} {OP_NAMES[problem]}: % of H200 speed of light", labels, series))
     if gemm and gemm["results"]:
         labels = [r["label"] for r in gemm["results"]]
         series = {side: [(r[side] or {}).get("pct_sol") for r in gemm["results"]]
                   for side in ("cublas", "vlattn")}
-        panels.append(("projection GEMMs: % of H200 speed of light", labels, series))
+        panels.append(Panel("projection GEMMs: % of H200 speed of light", labels, series))
+    stages = ((qkv, QKV_FUSED, "x_best", "×best unfused (T_unfused / T)", QKV_TARGET_X,
+               "qkv stage: fused vs best unfused baseline (line: 1.3x target)"),
+              (attention, ATTN_OURS, "x_best_sdpa", "×best SDPA (T_SDPA / T)", 1.0,
+               "attention: vlattn vs best SDPA backend"))
+    for part, keys, field_name, ylabel, line, title in stages:
+        for problem in sorted({r["problem"] for r in (part or {}).get("results", [])}):
+            rows = [r for r in part["results"] if r["problem"] == problem]
+            series = {k: [(r["columns"].get(k) or {}).get(field_name) for r in rows] for k in keys}
+            series = {k: v for k, v in series.items() if any(x is not None for x in v)}
+            if series:
+                panels.append(Panel(f"{problem} {title}", [axes_label(r["axes"]) for r in rows], series,
+                                    ylabel, line))
     return panels
 
 
-def save_plot(path: Path, panels: list[tuple[str, list[str], dict]]) -> Optional[str]:
-    """Grouped bars of %SOL; returns why no plot was written, or None."""
+def save_plot(path: Path, panels: list[Panel]) -> Optional[str]:
+    """Grouped bars, one chart per panel; returns why no plot was written, or None."""
     if not panels:
         return "plot skipped: nothing was measured"
     try:
@@ -1062,20 +1740,21 @@ def save_plot(path: Path, panels: list[tuple[str, list[str], dict]]) -> Optional
         import matplotlib.pyplot as plt
     except ImportError:
         return "plot skipped: matplotlib is not installed"
-    widest = max(len(labels) for _, labels, _ in panels)
+    widest = max(len(panel.labels) for panel in panels)
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(8.0, 0.6 * widest + 2), 3.8 * len(panels)),
                              squeeze=False)
-    for ax, (title, labels, series) in zip(axes[:, 0], panels):
+    for ax, panel in zip(axes[:, 0], panels):
+        labels, series = panel.labels, panel.series
         width = 0.8 / max(len(series), 1)
         for i, (name, values) in enumerate(series.items()):
             points = [(j + (i - (len(series) - 1) / 2) * width, v) for j, v in enumerate(values) if v is not None]
             if points:
                 ax.bar([p[0] for p in points], [p[1] for p in points], width, label=name)
-        ax.axhline(100.0, color="gray", linestyle="--", linewidth=0.8)
+        ax.axhline(panel.reference_line, color="gray", linestyle="--", linewidth=0.8)
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
-        ax.set_ylabel("% of SOL (T_SOL / T)")
-        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(panel.ylabel)
+        ax.set_title(panel.title, fontsize=10)
         ax.legend(fontsize=7, ncol=min(len(series), 6))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -1131,7 +1810,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--workloads", default=None,
                    help="comma list: PPP:i (problem:index), i (index in each problem), or a "
                         "substring of a workload's name or uuid, e.g. '007[B=4,S=128]' or 'B=4 S=128'")
-    p.add_argument("--mode", choices=["layers", "gemm", "all"], default="layers")
+    p.add_argument("--mode", choices=MODES, default="layers",
+                   help="layers (default); gemm: the projection GEMMs vs cuBLAS; qkv: the fused QKV "
+                        "projection op vs the unfused reference stage; attention: the vlattn "
+                        "attention op vs each SDPA backend; all: the four in turn")
     p.add_argument("--backends", default=None,
                    help="comma list of vlattn backends from native,composite "
                         "(default: those available on the device)")
@@ -1208,7 +1890,7 @@ def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: to
     payload: dict[str, Any] = {"meta": meta, "results": [], "summary": None, "notes": []}
     print(f"seed {opts.seed}; {opts.iters} timed calls after {opts.warmup} warm-up, median; "
           f"{len(chosen)} workloads", flush=True)
-    layers = gemm = None
+    layers = gemm = qkv = attention = None
     if args.mode in ("layers", "all"):
         impls, impl_notes = resolve_impls(args, device)
         for impl in impls:
@@ -1223,24 +1905,33 @@ def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: to
         gemm = run_gemm(chosen, device, timer, opts, budget)
         payload["gemm"] = gemm
         payload["notes"] += gemm["notes"]
+    if args.mode in ("qkv", "all"):
+        qkv = run_qkv(chosen, device, timer, opts, budget)
+        payload["qkv"] = qkv
+        payload["notes"] += qkv["notes"]
+    if args.mode in ("attention", "all"):
+        attention = run_attention(chosen, device, timer, opts, budget)
+        payload["attention"] = attention
+        payload["notes"] += attention["notes"]
     json_path = args.json or (stem.with_suffix(".json") if stem else None)
     plot_path = args.plot or (stem.with_suffix(".png") if stem else None)
     if json_path:
         write_json(json_path, payload)
     if plot_path:
         try:
-            why_not = save_plot(plot_path, plot_panels(layers, gemm))
+            why_not = save_plot(plot_path, plot_panels(layers, gemm, qkv, attention))
         except Exception as exc:  # a plot is a convenience: never lose the exit status over it
             why_not = f"plot failed: {_error_text(exc)}"
         if why_not:
             print(why_not, flush=True)
-    return exit_status(layers, gemm)
+    return exit_status(layers, gemm, qkv, attention)
 
 
-def exit_status(layers: Optional[dict], gemm: Optional[dict]) -> int:
+def exit_status(layers: Optional[dict], gemm: Optional[dict], qkv: Optional[dict] = None,
+                attention: Optional[dict] = None) -> int:
     """1 when any checked impl FAILED the rule, a vlattn op raised (a bug of ours) or the run was
     aborted; baseline errors such as a reference OOM are reported but do not fail the run."""
-    problems = [part["aborted"] for part in (layers, gemm) if part and part["aborted"]]
+    problems = [part["aborted"] for part in (layers, gemm, qkv, attention) if part and part["aborted"]]
     for r in (layers or {}).get("results", []):
         if (r.get("check") or {}).get("ok") is False:
             problems.append(f"{r['name']} {r['impl']}: FAIL")
@@ -1252,6 +1943,13 @@ def exit_status(layers: Optional[dict], gemm: Optional[dict]) -> int:
             problems.append(f"gemm {r['label']}: FAIL")
         elif v.get("status") in ("OOM", "ERR"):
             problems.append(f"gemm {r['label']}: {v['status']}")
+    for mode, part in (("qkv", qkv), ("attention", attention)):
+        for r in (part or {}).get("results", []):
+            for key, col in r["columns"].items():
+                if (col.get("check") or {}).get("ok") is False:
+                    problems.append(f"{mode} {r['name']} {key}: FAIL")
+                elif col["ours"] and col["status"] in ("OOM", "ERR"):
+                    problems.append(f"{mode} {r['name']} {key}: {col['status']}")
     if problems:
         print(f"result: {len(problems)} problem(s): " + "; ".join(problems[:20]), flush=True)
         return 1
