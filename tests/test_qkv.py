@@ -25,6 +25,7 @@ HF_SECTION = (16, 24, 24, 16, 24, 24)
 SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("007")})
 SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
 TAILS = [1, 127, 541, 613]
+CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4"]
 
 
 @pytest.fixture(autouse=True)
@@ -151,7 +152,7 @@ def ref_cross(args, dtype=None):
 
 @requires_sm90
 @pytest.mark.parametrize("section", [SEED_SECTION, HF_SECTION], ids=["seed-split", "hf-split"])
-@pytest.mark.parametrize("config", ["m128", "m64"])
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("batch,seq", [(1, 128), (2, 541), (1, 613)])
 def test_mrope_exact_rounding(batch, seq, config, section):
     """Exact GEMM -> every output bit equals the reference stage (bias, RoPE roundings, layout)."""
@@ -170,7 +171,7 @@ def test_mrope_workload_shapes(batch, seq):
 
 
 @requires_sm90
-@pytest.mark.parametrize("config", ["m128", "m64"])
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("seq", TAILS)
 def test_mrope_tails_and_configs(seq, config):
     args = mrope_case(1, seq, bias=seq != 127)
@@ -195,7 +196,7 @@ def test_mrope_strided_tables_and_gqa_1():
 # --------------------------------------------------------------------------------------------
 
 @requires_sm90
-@pytest.mark.parametrize("config", ["m128", "m64"])
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("positions", ["seed", "random"])
 def test_cross_exact_rounding(positions, config):
     """Exact GEMM -> bitwise equal, including cos/sin computed in-kernel at positions up to 8191."""
@@ -284,3 +285,5 @@ def test_bad_section_and_split():
         vlattn.vision_qkv(*cargs.values())
     with pytest.raises(RuntimeError, match="config must be"):
         run_mrope(args, config="m256")
+    with pytest.raises(RuntimeError, match="kernel launch failed"):  # 4 splits of a single k tile
+        run_mrope(mrope_case(1, 8, hidden=64, hq=2, hkv=1), config="splitk4")

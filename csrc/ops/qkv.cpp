@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -81,14 +82,27 @@ at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t
   return at::empty({batch, heads, seq, kQkvHeadDim}, x.options());
 }
 
+// Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
+// a cluster); "" or "auto" picks by the number of 128-row tiles against the SM count.
 QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count) {
-  if (config == "m128") return QkvConfig::kM128;
-  if (config == "m64") return QkvConfig::kM64;
-  TORCH_CHECK(config.empty() || config == "auto", op, ": config must be '', 'auto', 'm128' or 'm64'; got '",
+  static const std::pair<const char*, QkvConfig> kNamed[] = {{"m128", QkvConfig::kM128},
+                                                             {"m64", QkvConfig::kM64},
+                                                             {"splitk2", QkvConfig::kSplitK2},
+                                                             {"splitk3", QkvConfig::kSplitK3},
+                                                             {"splitk4", QkvConfig::kSplitK4}};
+  for (const auto& [name, cfg] : kNamed)
+    if (config == name) return cfg;
+  TORCH_CHECK(config.empty() || config == "auto", op,
+              ": config must be '', 'auto', 'm128', 'm64', 'splitk2', 'splitk3' or 'splitk4'; got '",
               std::string(config), "'");
-  // Fewer 128-row CTAs than SMs: halve the row tile so twice as many SMs stream the weights.
-  const int64_t ctas128 = heads * ((m + 127) / 128);
-  return ctas128 < sm_count ? QkvConfig::kM64 : QkvConfig::kM128;
+  const int64_t tiles128 = heads * ((m + 127) / 128);
+  // Few tiles: split K so that (nearly) every SM streams weights; each split keeps >= 14 k tiles.
+  if (2 * tiles128 <= sm_count) {
+    const int64_t splits = std::min<int64_t>(4, sm_count / tiles128);
+    return splits >= 4 ? QkvConfig::kSplitK4 : splits == 3 ? QkvConfig::kSplitK3 : QkvConfig::kSplitK2;
+  }
+  // Fewer 128-row tiles than SMs: halve the row tile so that more SMs get work.
+  return tiles128 < sm_count ? QkvConfig::kM64 : QkvConfig::kM128;
 }
 
 void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config) {

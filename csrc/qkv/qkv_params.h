@@ -69,8 +69,11 @@ struct QkvParams {
 
 // Named tile configurations of the fused kernel (dispatch picks one by M; see csrc/ops/qkv.cpp).
 enum class QkvConfig : int32_t {
-  kM128 = 0,  // 128 x 128 x 64, two consumer warpgroups
-  kM64 = 1,   // 64 x 128 x 64, one consumer warpgroup: twice the CTAs for small M
+  kM128 = 0,    // persistent ping-pong, 128-row tiles (a warpgroup per tile)
+  kM64 = 1,     // persistent ping-pong, 64-row tiles: twice the tiles for mid M
+  kSplitK2 = 2, // 128-row tiles, K split over a cluster of 2 / 3 / 4 CTAs: small M
+  kSplitK3 = 3,
+  kSplitK4 = 4,
 };
 
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the

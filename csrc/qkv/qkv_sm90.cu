@@ -7,13 +7,29 @@ namespace vlattn {
 namespace qkv {
 namespace {
 
+// The dynamic shared memory limit is a per-function, per-device attribute: set it once per device
+// (a driver call per launch costs host time that the benchmark sees).
+template <class Kernel>
+cudaError_t set_smem_once(Kernel kernel, int bytes) {
+  constexpr int kMaxDevices = 64;
+  static bool done[kMaxDevices] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < kMaxDevices && done[device]) return cudaSuccess;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess && device < kMaxDevices) done[device] = true;
+  return err;
+}
+
+// splits == 0: the persistent ping-pong kernel; splits >= 1: the cluster split-K kernel.
 template <class T>
-cudaError_t launch(const QkvParams& p) {
+cudaError_t launch(const QkvParams& p, int splits = 0) {
   using Element = typename T::Element;
   auto tma_a = make_tma_atom(
       SM90_TMA_LOAD{},
       make_tensor(make_gmem_ptr(static_cast<Element const*>(p.x)), make_shape(p.m, p.k), make_stride(p.ldx, Int<1>{})),
-      typename T::SmemLayoutA{}(_, _, 0), Shape<Int<T::BM>, Int<T::BK>>{});
+      typename T::SmemLayoutA{}(_, _, 0), Shape<Int<T::TileM>, Int<T::BK>>{});
   auto make_b = [&](const QkvGroup& g) {
     return make_tma_atom(SM90_TMA_LOAD{},
                          make_tensor(make_gmem_ptr(static_cast<Element const*>(g.weight)),
@@ -25,20 +41,46 @@ cudaError_t launch(const QkvParams& p) {
   // Unused slots repeat group 0's map: never read, but always a valid descriptor.
   const QkvGroup& g1 = p.num_groups > 1 ? p.groups[1] : p.groups[0];
   const QkvGroup& g2 = p.num_groups > 2 ? p.groups[2] : p.groups[0];
-  QkvKernelParams<TmaA, TmaB> kp{tma_a, {make_b(p.groups[0]), make_b(g1), make_b(g2)}, p, {0, 0, 0, 0}};
-  int tiles = 0;
+  QkvKernelParams<TmaA, TmaB> kp{tma_a, {make_b(p.groups[0]), make_b(g1), make_b(g2)}, p, {0, 0, 0, 0}, 0, 0};
+  int heads = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g) {
-    kp.first_tile[g] = tiles;
-    if (g < p.num_groups) tiles += p.groups[g].heads;
+    kp.first_tile[g] = heads;
+    if (g < p.num_groups) heads += p.groups[g].heads;
   }
-  kp.first_tile[kQkvMaxGroups] = tiles;
+  kp.first_tile[kQkvMaxGroups] = heads;
+  kp.n_tiles = heads;
+  const long long tiles = static_cast<long long>(heads) * ((p.m + T::TileM - 1) / T::TileM);
+  if (tiles > (1LL << 30)) return cudaErrorNotSupported;
+  kp.num_tiles = static_cast<int>(tiles);
 
-  auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::SmemBytes);
-  if (err != cudaSuccess) return err;
-  const dim3 grid(tiles, (p.m + T::BM - 1) / T::BM);
-  kernel<<<grid, T::Threads, T::SmemBytes, p.stream>>>(kp);
-  return cudaGetLastError();
+  if constexpr (T::SplitK) {
+    if (splits < 1 || splits > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
+    auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
+    cudaError_t err = set_smem_once(kernel, T::SmemBytes);
+    if (err != cudaSuccess) return err;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(tiles * splits));
+    cfg.blockDim = dim3(T::Threads);
+    cfg.dynamicSmemBytes = T::SmemBytes;
+    cfg.stream = p.stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, kp);
+  } else {
+    auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
+    cudaError_t err = set_smem_once(kernel, T::SmemBytes);
+    if (err != cudaSuccess) return err;
+    // Persistent: one CTA per SM at most (the shared memory allows no second one).
+    const int sms = p.sm_count > 0 ? p.sm_count : 132;
+    const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
+    kernel<<<grid, T::Threads, T::SmemBytes, p.stream>>>(kp);
+    return cudaGetLastError();
+  }
 }
 
 }  // namespace
@@ -51,8 +93,11 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
   for (int g = 0; g < p.num_groups; ++g)
     if (p.groups[g].heads < 1 || p.groups[g].ldw % 8) return cudaErrorNotSupported;
   switch (config) {
-    case QkvConfig::kM128: return qkv::launch<qkv::QkvTraits<128, 5>>(p);
-    case QkvConfig::kM64: return qkv::launch<qkv::QkvTraits<64, 8>>(p);
+    case QkvConfig::kM128: return qkv::launch<qkv::QkvTraits<128, 4>>(p);
+    case QkvConfig::kM64: return qkv::launch<qkv::QkvTraits<64, 6>>(p);
+    case QkvConfig::kSplitK2: return qkv::launch<qkv::SplitKTraits<4>>(p, 2);
+    case QkvConfig::kSplitK3: return qkv::launch<qkv::SplitKTraits<4>>(p, 3);
+    case QkvConfig::kSplitK4: return qkv::launch<qkv::SplitKTraits<4>>(p, 4);
   }
   return cudaErrorNotSupported;
 }

@@ -1,12 +1,15 @@
 // Fused QKV projection for sm_90a: TMA + wgmma mainloop, bias + RoPE + head-major store epilogue.
 //
-// One CTA computes one 128-column N tile (= one head of one group) of BM rows:
-//   warpgroup 0   producer: one thread issues the TMA loads of X and of the group's weight tile
-//                 (each group has its own tensor map, so callers' Q/K/V weights are read in place)
-//   warpgroups 1+ consumers: 64 rows each, wgmma 64x128x16 (both operands from shared memory),
-//                 fp32 accumulators; then the epilogue below.
+// Persistent ping-pong kernel (one CTA per SM, 384 threads):
+//   warpgroup 0   producer: one thread walks this CTA's output tiles (tile = TileM rows x one head
+//                 of one group) and streams X and the group's weight through the stage ring; each
+//                 group has its own tensor map, so callers' Q/K/V weights are read in place.
+//   warpgroups 1,2 consumers: take alternate tiles of the CTA. Each computes a whole TileM x 128
+//                 tile with wgmma (both operands from shared memory, fp32 accumulators), then runs
+//                 the epilogue while the other warpgroup's mainloop keeps the tensor cores busy.
+//                 The ring is consumed in load order, so the two mainloops alternate by themselves.
 // Epilogue (per consumer warpgroup, rows are independent):
-//   1. y = bf16(acc + bias) into a padded shared staging tile (the F.linear rounding);
+//   1. y = bf16(acc + bias) into the warpgroup's padded shared staging tile (F.linear's rounding);
 //   2. each thread takes 8 consecutive channels of a row, reads the RoPE partner channels from the
 //      staging tile (c +- 64 for a full-head rotate-half, c +- W/2 inside a 034 t/h/w segment),
 //      applies RoPE with the reference's three roundings, and stores 16 bytes to [B, H, S, 128]:
@@ -25,6 +28,7 @@
 #include <cutlass/bfloat16.h>
 #include <cutlass/device_kernel.h>  // CUTLASS_GRID_CONSTANT
 #include <cutlass/pipeline/sm90_pipeline.hpp>
+#include <cute/arch/cluster_sm90.hpp>
 
 #include "kernels/rope.h"
 #include "qkv/qkv_params.h"
@@ -34,43 +38,44 @@ namespace qkv {
 
 using namespace cute;
 
-template <int BM_, int Stages_>
+template <int TileM_, int Stages_>
 struct QkvTraits {
-  static constexpr int BM = BM_;                   // rows of X per CTA
-  static constexpr int BN = kQkvHeadDim;           // one head per CTA: RoPE partners stay in the tile
+  static constexpr int TileM = TileM_;             // rows of X per tile (one consumer warpgroup)
+  static constexpr int BN = kQkvHeadDim;           // one head per tile: RoPE partners stay in the tile
   static constexpr int BK = 64;                    // 128 bytes of K: one SW128 swizzle atom wide
   static constexpr int Stages = Stages_;
-  static constexpr int ConsumerWGs = BM / 64;      // a wgmma warpgroup owns 64 rows
+  static constexpr int ConsumerWGs = 2;            // ping-pong
   static constexpr int Threads = 128 * (1 + ConsumerWGs);
   static constexpr int StagePitch = BN + 8;        // +16 B per row: conflict-free accumulator stores
   static constexpr int ProducerRegs = 40;
-  static constexpr int ConsumerRegs = ConsumerWGs == 2 ? 232 : 240;
+  static constexpr int ConsumerRegs = 232;
+  static constexpr bool SplitK = false;
 
-  static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
+  static_assert(TileM == 64 || TileM == 128, "a warpgroup's wgmma covers 64 rows; 1 or 2 of them per tile");
   static_assert(kQkvHeadDim == 128, "one thread per channel of a warpgroup fills inv_freq");
   static_assert(Stages >= 2, "the mainloop keeps one wgmma batch in flight");
 
   using Element = cutlass::bfloat16_t;
   using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                             Shape<Int<BM>, Int<BK>, Int<Stages>>{}));
+                                             Shape<Int<TileM>, Int<BK>, Int<Stages>>{}));
   using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
                                              Shape<Int<BN>, Int<BK>, Int<Stages>>{}));
-  using TiledMma = decltype(make_tiled_mma(SM90_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
-                                           Layout<Shape<Int<ConsumerWGs>, _1, _1>>{}));
+  // One warpgroup per tile: the 64x128 atom is repeated TileM/64 times down M by the partitioner.
+  using TiledMma = decltype(make_tiled_mma(SM90_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{}));
   using Pipeline = cutlass::PipelineTmaAsync<Stages>;
   using PipelineState = typename Pipeline::PipelineState;
 
   struct SharedStorage {
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;  // SW128 tiles need 1 KB alignment
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
-    cute::array_aligned<Element, BM * StagePitch, 128> staging;
+    cute::array_aligned<Element, ConsumerWGs * TileM * StagePitch, 128> staging;  // one tile per warpgroup
     float inv_freq[ConsumerWGs][kQkvHeadDim];  // per channel, for the position-based RoPE modes
     typename Pipeline::SharedStorage pipeline;
   };
   static constexpr int SmemBytes = int(sizeof(SharedStorage));
-  static constexpr uint32_t TxBytes = uint32_t((BM + BN) * BK * sizeof(Element));  // per stage
+  static constexpr uint32_t TxBytes = uint32_t((TileM + BN) * BK * sizeof(Element));  // per stage
   static_assert(SmemBytes <= 227 * 1024, "sm_90 allows 227 KB of shared memory per CTA");
-  static_assert((Threads - 128) * ConsumerRegs + 128 * ProducerRegs <= 65536, "register file");
+  static_assert(128 * (ConsumerWGs * ConsumerRegs + ProducerRegs) <= 65536, "register file");
 };
 
 template <class TmaA, class TmaB>
@@ -79,26 +84,44 @@ struct QkvKernelParams {
   TmaB tma_b[kQkvMaxGroups];
   QkvParams p;
   int first_tile[kQkvMaxGroups + 1];  // prefix sums of heads: N tiles [first[g], first[g+1]) are group g
+  int n_tiles;                        // heads of all groups
+  int num_tiles;                      // n_tiles * row tiles; tile t = (row tile t / n_tiles, head t % n_tiles)
 };
+
+struct TileCoord {
+  int m_tile, group, head;
+};
+
+template <class TmaA, class TmaB>
+CUTLASS_DEVICE TileCoord tile_coord(QkvKernelParams<TmaA, TmaB> const& kp, int t) {
+  TileCoord c;
+  c.m_tile = t / kp.n_tiles;
+  const int n = t - c.m_tile * kp.n_tiles;
+  c.group = 0;
+  while (c.group + 1 < kp.p.num_groups && n >= kp.first_tile[c.group + 1]) ++c.group;
+  c.head = n - kp.first_tile[c.group];
+  return c;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Producer: stream the X rows and the weight tile of one head through the stage ring.
 // ---------------------------------------------------------------------------------------------
 template <class T, class TmaA, class TmaB>
-CUTLASS_DEVICE void produce(TmaA const& tma_a, TmaB const& tma_b, int m, int n_group, int k, int m_tile,
-                            int head, typename T::Pipeline& pipeline, typename T::SharedStorage& ss) {
+CUTLASS_DEVICE void produce_tile(TmaA const& tma_a, TmaB const& tma_b, int m, int n_group, int k, int m_tile,
+                                 int head, typename T::Pipeline& pipeline, typename T::PipelineState& state,
+                                 typename T::Element* smem_a, typename T::Element* smem_b, int kt_begin = 0,
+                                 int kt_end = -1) {
   Tensor mA = tma_a.get_tma_tensor(make_shape(m, k));
   Tensor mB = tma_b.get_tma_tensor(make_shape(n_group, k));
-  Tensor gA = local_tile(mA, Shape<Int<T::BM>, Int<T::BK>>{}, make_coord(m_tile, _));  // (BM, BK, k)
-  Tensor gB = local_tile(mB, Shape<Int<T::BN>, Int<T::BK>>{}, make_coord(head, _));    // (BN, BK, k)
-  Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
-  Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
+  Tensor gA = local_tile(mA, Shape<Int<T::TileM>, Int<T::BK>>{}, make_coord(m_tile, _));  // (TileM, BK, k)
+  Tensor gB = local_tile(mB, Shape<Int<T::BN>, Int<T::BK>>{}, make_coord(head, _));       // (BN, BK, k)
+  Tensor sA = make_tensor(make_smem_ptr(smem_a), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(smem_b), typename T::SmemLayoutB{});
   auto [tAgA, tAsA] = tma_partition(tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
   auto [tBgB, tBsB] = tma_partition(tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
 
-  const int k_tiles = size<1>(tAgA);
-  auto state = cutlass::make_producer_start_state<typename T::Pipeline>();
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  if (kt_end < 0) kt_end = size<1>(tAgA);
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
     pipeline.producer_acquire(state);  // also arms the stage's barrier with TxBytes
     auto* bar = pipeline.producer_get_barrier(state);
     copy(tma_a.with(*bar), tAgA(_, kt), tAsA(_, state.index()));
@@ -148,25 +171,25 @@ union Vec8 {
   __nv_bfloat16 h[8];
 };
 
-template <class T>
-CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int head, int m_tile, int wg,
-                                    const __nv_bfloat16* staging, const float* inv_freq_of) {
-  constexpr int kChunks = kQkvHeadDim / 8;           // 16-byte chunks per row
-  constexpr int kRowsPerPass = 128 / kChunks;        // a warpgroup covers 8 rows per pass
-  const int t = threadIdx.x % 128;
+// Rows [row_begin, row_end) of a staged tile whose first row is X row `row0`: `nthreads` threads
+// (thread index t) take 16-byte chunks, 16 threads per row.
+CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int head, int row0, int row_begin,
+                                    int row_end, int t, int nthreads, const __nv_bfloat16* staging, int pitch,
+                                    const float* inv_freq_of) {
+  constexpr int kChunks = kQkvHeadDim / 8;  // 16-byte chunks per row
+  const int rows_per_pass = nthreads / kChunks;
   const QkvRope& rope = p.rope;
   const int chunk = t % kChunks;
   const int c0 = chunk * 8;
   auto* out = static_cast<__nv_bfloat16*>(grp.out);
 
 #pragma unroll 1
-  for (int pass = 0; pass < 64 / kRowsPerPass; ++pass) {
-    const int r = wg * 64 + pass * kRowsPerPass + t / kChunks;  // row inside the CTA tile
-    const int m = m_tile * T::BM + r;
-    if (m >= p.m) break;  // rows only grow with the pass
+  for (int r = row_begin + t / kChunks; r < row_end; r += rows_per_pass) {  // row inside the tile
+    const int m = row0 + r;
+    if (m >= p.m) break;  // rows only grow
     const int b = m / p.seq;
     const int s = m - b * p.seq;
-    const __nv_bfloat16* row = staging + r * T::StagePitch;
+    const __nv_bfloat16* row = staging + r * pitch;
     Vec8 x, o;
     x.u = *reinterpret_cast<const uint4*>(row + c0);
 
@@ -228,33 +251,32 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
   QkvParams const& p = kp.p;
-
   const int warp_group = threadIdx.x / 128;
-  const int n_tile = blockIdx.x;
-  const int m_tile = blockIdx.y;
-  int g = 0;
-  while (g + 1 < p.num_groups && n_tile >= kp.first_tile[g + 1]) ++g;
-  const int head = n_tile - kp.first_tile[g];
 
   typename Pipeline::Params pp;
   pp.transaction_bytes = T::TxBytes;
   pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 128 * T::ConsumerWGs;
+  pp.num_consumers = 128;  // each stage is read by the one warpgroup that owns its tile
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();  // barriers initialised before anyone waits on them
 
+  const int k_tiles = (p.k + T::BK - 1) / T::BK;
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::ProducerRegs>();
     if (threadIdx.x == 0) {
-      const int n_group = p.groups[g].heads * kQkvHeadDim;
-      // Static indices keep each tensor map in kernel-parameter space (TMA reads it from there).
-      if (g == 0)
-        produce<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, m_tile, head, pipeline, ss);
-      else if (g == 1)
-        produce<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, m_tile, head, pipeline, ss);
-      else
-        produce<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, m_tile, head, pipeline, ss);
+      auto state = cutlass::make_producer_start_state<Pipeline>();
+      for (int t = blockIdx.x; t < kp.num_tiles; t += gridDim.x) {
+        const TileCoord c = tile_coord(kp, t);
+        const int n_group = p.groups[c.group].heads * kQkvHeadDim;
+        // Static indices keep each tensor map in kernel-parameter space (TMA reads it from there).
+        if (c.group == 0)
+          produce_tile<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(), ss.b.data());
+        else if (c.group == 1)
+          produce_tile<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(), ss.b.data());
+        else
+          produce_tile<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(), ss.b.data());
+      }
     }
     return;
   }
@@ -262,59 +284,250 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
   cutlass::arch::warpgroup_reg_alloc<T::ConsumerRegs>();
   const int wg = warp_group - 1;
   typename T::TiledMma mma;
-  auto thr = mma.get_thread_slice(threadIdx.x - 128);
+  auto thr = mma.get_thread_slice(threadIdx.x % 128);
   Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
   Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
   Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));  // (MMA, MMA_M, MMA_K, PIPE) descriptors
   Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
-  Tensor acc = partition_fragment_C(mma, Shape<Int<T::BM>, Int<T::BN>>{});
+  Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
+  auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data()) + wg * T::TileM * T::StagePitch;
 
-  const int k_tiles = (p.k + T::BK - 1) / T::BK;
+  // The ring holds the CTA's tiles in order; this warpgroup owns every other one.
   typename T::PipelineState read{};
-  typename T::PipelineState release{};
-  mma.accumulate_ = GMMA::ScaleOut::Zero;
+  read.advance(wg * k_tiles);
 #pragma unroll 1
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    pipeline.consumer_wait(read);
-    warpgroup_fence_operand(acc);
-    warpgroup_arrive();
+  for (int t = blockIdx.x + wg * gridDim.x; t < kp.num_tiles; t += 2 * gridDim.x) {
+    const TileCoord c = tile_coord(kp, t);
+    Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
+    typename T::PipelineState release = read;
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      pipeline.consumer_wait(read);
+      warpgroup_fence_operand(acc);
+      warpgroup_arrive();
 #pragma unroll
-    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-      cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
-      mma.accumulate_ = GMMA::ScaleOut::One;
+      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      // Keep this k tile's batch in flight; the previous one is done, so its stage goes back.
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc);
+      if (kt > 0) {
+        pipeline.consumer_release(release);
+        ++release;
+      }
+      ++read;
     }
-    warpgroup_commit_batch();
-    // Keep this k tile's batch in flight; the previous one is done, so its stage goes back.
-    warpgroup_wait<1>();
+    warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
-    if (kt > 0) {
-      pipeline.consumer_release(release);
-      ++release;
-    }
-    ++read;
-  }
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(acc);
+    pipeline.consumer_release(release);
+    read.advance(k_tiles);  // skip the other warpgroup's next tile
 
-  // 1. bias, F.linear's rounding, into the staging tile.
-  QkvGroup const& grp = p.groups[g];
-  auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data());
-  const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
-  Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::BM>, Int<T::BN>>{}));
+    // 1. bias, F.linear's rounding, into the staging tile.
+    QkvGroup const& grp = p.groups[c.group];
+    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
+    // The previous tile's RoPE pass may still read the staging tile and inv_freq.
+    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
 #pragma unroll
-  for (int i = 0; i < size(acc); ++i) {
-    const int r = get<0>(tCcC(i));
-    const int c = get<1>(tCcC(i));
-    float v = acc(i);
-    if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[head * kQkvHeadDim + c]));
-    staging[r * T::StagePitch + c] = __float2bfloat16_rn(v);
-  }
-  ss.inv_freq[wg][threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
-  // Rows are independent: only the warpgroup that wrote them has to be in sync.
-  cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
+    for (int i = 0; i < size(acc); ++i) {
+      const int r = get<0>(tCcC(i));
+      const int col = get<1>(tCcC(i));
+      float v = acc(i);
+      if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[c.head * kQkvHeadDim + col]));
+      staging[r * T::StagePitch + col] = __float2bfloat16_rn(v);
+    }
+    ss.inv_freq[wg][threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
+    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
 
-  // 2. RoPE and the head-major store.
-  rope_store_rows<T>(p, grp, head, m_tile, wg, staging, ss.inv_freq[wg]);
+    // 2. RoPE and the head-major store.
+    rope_store_rows(p, grp, c.head, c.m_tile * T::TileM, 0, T::TileM, threadIdx.x % 128, 128, staging,
+                    T::StagePitch, ss.inv_freq[wg]);
+  }
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small M: split K across a thread-block cluster.
+//
+// With few row tiles the persistent kernel leaves most SMs idle (007 at 128 tokens: 36 tiles for
+// 132 SMs) and the job is streaming the weights. Here a cluster of S CTAs shares one 128-row tile:
+// CTA s accumulates k tiles [s*kt/S, (s+1)*kt/S), parks its fp32 partial tile in its own shared
+// memory (over the dead stage buffers), and after a cluster barrier CTA s reduces rows
+// [s*128/S, (s+1)*128/S) over all S partials through distributed shared memory, in rank order
+// (deterministic), then runs the same bias/RoPE/store epilogue on those rows.
+// ---------------------------------------------------------------------------------------------
+// 16 bytes of CTA `rank`'s shared memory at the address of `local` in this CTA (same layout).
+CUTLASS_DEVICE float4 ld_dsmem_f4(const float* local, uint32_t rank) {
+  const uint32_t remote = cute::set_block_rank(static_cast<uint32_t>(__cvta_generic_to_shared(local)), rank);
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote));
+  return v;
+}
+
+template <int Stages_>
+struct SplitKTraits {
+  static constexpr int TileM = 128;  // two consumer warpgroups, 64 rows each (cooperative)
+  static constexpr int BN = kQkvHeadDim;
+  static constexpr int BK = 64;
+  static constexpr int Stages = Stages_;
+  static constexpr int Threads = 384;
+  static constexpr int StagePitch = BN + 8;
+  static constexpr int RedPitch = BN + 4;  // fp32 partial tile row pitch (+16 B)
+  static constexpr int MaxSplits = 8;      // portable cluster size
+  static constexpr bool SplitK = true;
+
+  using Element = cutlass::bfloat16_t;
+  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<Int<TileM>, Int<BK>, Int<Stages>>{}));
+  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<Int<BN>, Int<BK>, Int<Stages>>{}));
+  using TiledMma = decltype(make_tiled_mma(SM90_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
+                                           Layout<Shape<_2, _1, _1>>{}));
+  using Pipeline = cutlass::PipelineTmaAsync<Stages>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  static constexpr int StageBytes = int((cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>) * sizeof(Element));
+  static constexpr int RedBytes = TileM * RedPitch * int(sizeof(float));
+  struct SharedStorage {
+    union {
+      struct {
+        cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
+        cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+      } mainloop;
+      float red[TileM * RedPitch];  // after the mainloop: this CTA's fp32 partial tile
+    };
+    cute::array_aligned<Element, TileM * StagePitch, 128> staging;
+    float inv_freq[kQkvHeadDim];
+    typename Pipeline::SharedStorage pipeline;
+  };
+  static constexpr int SmemBytes = int(sizeof(SharedStorage));
+  static constexpr uint32_t TxBytes = uint32_t((TileM + BN) * BK * sizeof(Element));
+  static_assert(RedBytes <= StageBytes, "the partial tile lives in the stage buffers");
+  static_assert(SmemBytes <= 227 * 1024, "sm_90 allows 227 KB of shared memory per CTA");
+};
+
+template <class T, class TmaA, class TmaB>
+__global__ void __launch_bounds__(T::Threads, 1)
+    qkv_rope_splitk_kernel(CUTLASS_GRID_CONSTANT QkvKernelParams<TmaA, TmaB> const kp) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+  using Pipeline = typename T::Pipeline;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
+  QkvParams const& p = kp.p;
+  const int warp_group = threadIdx.x / 128;
+  const int splits = static_cast<int>(cute::cluster_shape().x);
+  const int rank = static_cast<int>(cute::block_rank_in_cluster());
+  const TileCoord c = tile_coord(kp, blockIdx.x / splits);
+  const int k_tiles = (p.k + T::BK - 1) / T::BK;
+  const int kt_begin = rank * k_tiles / splits, kt_end = (rank + 1) * k_tiles / splits;
+
+  typename Pipeline::Params pp;
+  pp.transaction_bytes = T::TxBytes;
+  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = 256;
+  // Cluster shape (1,1,1) for the pipeline: no multicast, every CTA only signals itself.
+  Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
+  __syncthreads();
+
+  QkvGroup const& grp = p.groups[c.group];
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x == 0) {
+      auto state = cutlass::make_producer_start_state<Pipeline>();
+      const int n_group = grp.heads * kQkvHeadDim;
+      if (c.group == 0)
+        produce_tile<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
+                        ss.mainloop.b.data(), kt_begin, kt_end);
+      else if (c.group == 1)
+        produce_tile<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
+                        ss.mainloop.b.data(), kt_begin, kt_end);
+      else
+        produce_tile<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
+                        ss.mainloop.b.data(), kt_begin, kt_end);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<232>();
+    typename T::TiledMma mma;
+    auto thr = mma.get_thread_slice(threadIdx.x - 128);
+    Tensor sA = make_tensor(make_smem_ptr(ss.mainloop.a.data()), typename T::SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(ss.mainloop.b.data()), typename T::SmemLayoutB{});
+    Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));
+    Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
+    Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
+    typename T::PipelineState read{}, release{};
+    mma.accumulate_ = GMMA::ScaleOut::Zero;  // the host guarantees every split at least one k tile
+#pragma unroll 1
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
+      pipeline.consumer_wait(read);
+      warpgroup_fence_operand(acc);
+      warpgroup_arrive();
+#pragma unroll
+      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc);
+      if (kt > kt_begin) {
+        pipeline.consumer_release(release);
+        ++release;
+      }
+      ++read;
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    // Both warpgroups' wgmmas have read the stage buffers before they become the partial tile.
+    cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
+    Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
+#pragma unroll
+    for (int i = 0; i < size(acc); ++i) ss.red[get<0>(tCcC(i)) * T::RedPitch + get<1>(tCcC(i))] = acc(i);
+    ss.inv_freq[threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
+  }
+  // Every partial tile of the cluster is in shared memory (release/acquire across the cluster).
+  cute::cluster_arrive();
+  cute::cluster_wait();
+
+  if (warp_group > 0) {
+    const int t = threadIdx.x - 128;
+    const int row_begin = rank * T::TileM / splits, row_end = (rank + 1) * T::TileM / splits;
+    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
+    auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data());
+    // 256 threads x 4 columns: each thread sums a float4 of one row over the S partials.
+    constexpr int kColsPerThread = 4, kThreadsPerRow = T::BN / kColsPerThread;
+    const int col = (t % kThreadsPerRow) * kColsPerThread;
+#pragma unroll 1
+    for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 256 / kThreadsPerRow) {
+      const float* part = &ss.red[r * T::RedPitch + col];
+      float4 sum = ld_dsmem_f4(part, 0);
+#pragma unroll 1
+      for (int q = 1; q < splits; ++q) {  // rank order: the same sum on every run
+        const float4 v = ld_dsmem_f4(part, q);
+        sum.x = __fadd_rn(sum.x, v.x);
+        sum.y = __fadd_rn(sum.y, v.y);
+        sum.z = __fadd_rn(sum.z, v.z);
+        sum.w = __fadd_rn(sum.w, v.w);
+      }
+      float v[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (bias != nullptr) v[j] = __fadd_rn(v[j], __bfloat162float(bias[c.head * kQkvHeadDim + col + j]));
+        staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(v[j]);
+      }
+    }
+    cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
+    rope_store_rows(p, grp, c.head, c.m_tile * T::TileM, row_begin, row_end, t, 256, staging, T::StagePitch,
+                    ss.inv_freq);
+  }
+  // No CTA may leave while a peer can still read its partial tile.
+  cute::cluster_arrive();
+  cute::cluster_wait();
 #endif
 }
 
