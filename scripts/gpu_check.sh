@@ -6,7 +6,8 @@
 #   scripts/gpu_check.sh [all|build|test|bench|tune|sanitize|probe] [extra pytest args...]
 #   probe: build, run the GPU tests given as args (or PROBE_TESTS), then each `;`-separated
 #          command of PROBE_CMDS (e.g. "python3 bench/probe_qkv.py --iters 10"), logs under $OUT.
-# Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_TIMEOUT_S,
+# Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default
+#              tests/), TEST_TIMEOUT_S,
 #              BENCH_TIMEOUT_S.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +43,8 @@ build() {
 
 run_tests() {
   log "pytest"
-  timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q -rs tests/ --junitxml="$OUT/junit.xml" "$@" \
+  # shellcheck disable=SC2086
+  timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q -rs ${TEST_PATHS:-tests/} --junitxml="$OUT/junit.xml" "$@" \
     > "$OUT/pytest.log" 2>&1
   local rc=$?
   tail -25 "$OUT/pytest.log"

@@ -292,12 +292,19 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
   Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
   auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data()) + wg * T::TileM * T::StagePitch;
 
-  // The ring holds the CTA's tiles in order; this warpgroup owns every other one.
+  // The ring holds the CTA's tiles in order; this warpgroup owns every other one. The mainloops
+  // take turns (named barriers kTurn0/kTurn1): a stage barrier is waited on by parity, which is
+  // only unambiguous within one phase, so a warpgroup may not wait on its next tile's stages
+  // while the other one is still consuming the ring (it would race up to k_tiles ahead).
+  constexpr uint32_t kTurn[2] = {2, 3};  // named barrier ids after the two epilogue ones
   typename T::PipelineState read{};
   read.advance(wg * k_tiles);
+  const int stride = static_cast<int>(gridDim.x);
 #pragma unroll 1
-  for (int t = blockIdx.x + wg * gridDim.x; t < kp.num_tiles; t += 2 * gridDim.x) {
+  for (int t = blockIdx.x + wg * stride; t < kp.num_tiles; t += 2 * stride) {
     const TileCoord c = tile_coord(kp, t);
+    if (t >= 2 * stride || wg == 1)  // the other warpgroup consumed the tile before this one
+      cutlass::arch::NamedBarrier::arrive_and_wait(256, kTurn[wg]);
     Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
     typename T::PipelineState release = read;
     mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -325,6 +332,8 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
     warpgroup_fence_operand(acc);
     pipeline.consumer_release(release);
     read.advance(k_tiles);  // skip the other warpgroup's next tile
+    if (t + stride < kp.num_tiles)  // the next tile of the CTA exists: hand the ring over
+      cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
 
     // 1. bias, F.linear's rounding, into the staging tile.
     QkvGroup const& grp = p.groups[c.group];
