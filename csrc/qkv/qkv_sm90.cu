@@ -9,8 +9,9 @@ namespace {
 
 // The dynamic shared memory limit is a per-function, per-device attribute: set it once per device
 // (a driver call per launch costs host time that the benchmark sees).
-template <class Kernel>
-cudaError_t set_smem_once(Kernel kernel, int bytes) {
+// Templated on the kernel itself: kernels of one signature must not share the flag.
+template <auto kernel>
+cudaError_t set_smem_once(int bytes) {
   constexpr int kMaxDevices = 64;
   static bool done[kMaxDevices] = {};
   int device = 0;
@@ -55,8 +56,8 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
 
   if constexpr (T::SplitK) {
     if (splits < 1 || splits > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
-    auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
-    cudaError_t err = set_smem_once(kernel, T::SmemBytes);
+    constexpr auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
+    cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
     if (err != cudaSuccess) return err;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(static_cast<unsigned>(tiles * splits));
@@ -72,8 +73,8 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, kp);
   } else {
-    auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
-    cudaError_t err = set_smem_once(kernel, T::SmemBytes);
+    constexpr auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
+    cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
     if (err != cudaSuccess) return err;
     // Persistent: one CTA per SM at most (the shared memory allows no second one).
     const int sms = p.sm_count > 0 ? p.sm_count : 132;
