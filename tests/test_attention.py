@@ -81,6 +81,28 @@ def make_mask(kind, batch, seqlen_q, seqlen_k, *, width=None, device="cuda"):
         rows = torch.arange(seqlen_q, device=device)
         m = torch.where(rows[None, :] < lens[:, None], 0.0, BF16_MIN).to(BF16)
         return m[:, None, :, None].expand(shape).contiguous()
+    if kind in ("blocky", "blocky_dead_row"):
+        # Tile-structured (128 x 128) mask exercising the summary's kinds and thresholds: each tile is
+        # zero, random, or dead (a mix of -2^100, bf16 min and -inf); a few keys sit exactly at the live
+        # threshold -2^99. Row block 0 keeps tile 0 random so every row has a live key. "blocky_dead_row"
+        # also makes row 5 dead everywhere (its q-block then processes every tile).
+        m = torch.empty(shape, dtype=torch.float32, device=device)
+        for i0 in range(0, seqlen_q, 128):
+            for j0 in range(0, width, 128):
+                choice = torch.randint(0, 3, ()).item() if (i0, j0) != (0, 0) else 1
+                tile = m[:, :, i0:i0 + 128, j0:j0 + 128]
+                if choice == 0:
+                    tile.zero_()
+                elif choice == 1:
+                    tile.normal_().mul_(4)
+                else:
+                    dead = torch.tensor([-2.0**100, BF16_MIN, float("-inf")], device=device)
+                    tile.copy_(dead[torch.randint(0, 3, tile.shape, device=device)])
+        live_edge = torch.rand(shape, device=device) < 0.01
+        m[live_edge] = -2.0**99
+        if kind == "blocky_dead_row" and seqlen_q > 5:
+            m[:, :, 5, :] = BF16_MIN
+        return m.to(BF16)
     raise ValueError(kind)
 
 
@@ -261,15 +283,33 @@ def test_two_runs_bitwise_identical(mask_kind, causal):
     assert torch.equal(a, b)
 
 
+SKIP_KINDS = ["causal_min", "causal_inf", "key_padding", "query_padding", "random", "blocky", "blocky_dead_row"]
+
+
 @requires_sm90
-@pytest.mark.parametrize("mask_kind", ["causal_min", "causal_inf", "key_padding", "query_padding", "random"])
-def test_skip_on_off_bitwise_identical(mask_kind):
-    """Skipping dead mask tiles is exact (design brief §5): skip=True and skip=False agree bitwise."""
-    q, k, v = qkv(2, 8, 2, 613, 613)
-    mask = make_mask(mask_kind, 2, 613, 613)
-    on = attention(q, k, v, mask, skip=True)
-    off = attention(q, k, v, mask, skip=False)
+@pytest.mark.parametrize("mask_kind", SKIP_KINDS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_skip_on_off_bitwise_identical(mask_kind, causal, broadcast):
+    """Skipping dead mask tiles and the loads of all-zero tiles is exact (design brief §5): skip=True
+    and skip=False agree bitwise."""
+    q, k, v = qkv(2, 8, 2, 613, 700)
+    mask = make_mask(mask_kind, 1 if broadcast else 2, 613, 700)
+    on = attention(q, k, v, mask, causal=causal, skip=True)
+    off = attention(q, k, v, mask, causal=causal, skip=False)
     assert torch.equal(on, off)
+
+
+@requires_sm90
+@pytest.mark.parametrize("mask_kind", ["blocky", "blocky_dead_row"])
+@pytest.mark.parametrize("skip", [True, False])
+def test_blocky_masks(mask_kind, skip, highest_fp32_matmul):
+    """Tile-structured masks with threshold values (-2^100, -2^99, bf16 min, -inf) vs the references."""
+    q, k, v = qkv(2, 8, 2, 541, 700)
+    mask = make_mask(mask_kind, 2, 541, 700)
+    out = attention(q, k, v, mask, skip=skip)
+    ref, ref32 = references(q, k, v, mask, False, None)
+    assert_close(out, ref, ref32, f"{mask_kind} skip={skip}")
 
 
 @requires_sm90

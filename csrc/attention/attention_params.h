@@ -38,8 +38,14 @@ struct AttentionParams {
 
   float scale = 0.f;    // scores are multiplied by this (default 1/sqrt(128), chosen by the caller)
   bool causal = false;  // keys j > i get -inf (top-left aligned when Sq != Sk)
-  bool skip = true;     // allow exact mask-tile skipping (v2; causal tiles above the diagonal are always
-                        // skipped: they contribute exact zeros)
+  bool skip = true;     // with a mask: run the mask-summary pre-pass, skip DEAD tiles where exact and the
+                        // mask loads of all-zero tiles (bitwise identical to skip = false). Causal tiles
+                        // above the diagonal are always skipped: they contribute exact zeros.
+
+  // Scratch for the mask summary (attention_workspace_bytes(p) bytes, 16-byte aligned), from the
+  // caller's allocator; nullptr when that size is 0.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 
   int device = 0;
   int sm_count = 0;  // read from the device by the caller, never hard-coded
@@ -49,12 +55,16 @@ struct AttentionParams {
 enum class AttentionStatus : int {
   kSuccess = 0,
   kInvalidArgument,  // a shape, pointer or alignment the kernel does not support
+  kWorkspaceTooSmall,
   kInitFailed,       // TMA descriptor or shared-memory attribute setup failed
   kLaunchFailed,
   kNotCompiled,      // the translation unit was built without sm_90a support
 };
 
 const char* attention_status_string(AttentionStatus s);
+
+// Scratch bytes attention_sm90 needs for p (0 without a mask or with skip = false).
+size_t attention_workspace_bytes(const AttentionParams& p);
 
 // Launches o = softmax(q k^T * scale + mask [, causal]) v on p.stream. No host synchronization.
 AttentionStatus attention_sm90(const AttentionParams& p);

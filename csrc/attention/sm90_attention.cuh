@@ -11,9 +11,12 @@
 //   Epilogue     O /= l, bf16, staged through this warpgroup's half of the Q tile in smem (no longer
 //                read), then 16-byte coalesced stores of the rows < Sq into o [B, Sq, Hq*128].
 //
-// v1 is "correct first": no intra-warpgroup overlap of softmax with the next GEMM, no ping-pong
-// between the two consumer warpgroups, no persistent scheduler, no mask-tile skipping (see the design
-// brief §3 and §5 for those steps).
+// Mask tiles (brief §5): with skip = true a pre-pass (mask_summary.cuh) classifies every 128x128 mask
+// tile as DEAD / ZERO / MIXED; producer and consumers both walk the same list of tiles, leaving out
+// DEAD tiles when every row of the q-block has a live key (exact), and ZERO tiles skip the mask loads.
+//
+// Still to do (brief §3): intra-warpgroup overlap of softmax with the next GEMM, ping-pong between
+// the two consumer warpgroups, persistent scheduler, TMA mask tiles, GQA packing, BN 176.
 //
 // Numerics (brief §4): x = s*scale (+ mask) in fp32; running max m; p = exp2((x - m) * log2e) for any
 // tile that carries a mask, a causal diagonal or the Sk tail. Never exp2(x*scale*log2e - m*log2e) on
@@ -37,6 +40,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "attention/attention_params.h"
+#include "attention/mask_summary.cuh"
 
 namespace vlattn {
 namespace attn_sm90 {
@@ -167,6 +171,43 @@ struct KernelParams {
   int group;  // Hq / Hkv
   float scale;
   bool causal;
+  // Mask summary (nullptr: every mask tile is MIXED, nothing skipped).
+  const uint8_t* tile_kinds;  // [mask batches, m_blocks, n_blocks]
+  const uint32_t* live_rows;  // [mask batches, m_blocks, 4]
+  int n_blocks;
+  bool mask_broadcast;        // mask batch dim 1: summary batch index 0
+};
+
+// Walks the key tiles of one CTA in order, leaving out those that are skipped exactly. Producer and
+// consumers each run one; they read the same summary and so see the same sequence.
+struct TileWalker {
+  const uint8_t* kinds = nullptr;  // this (b, m) row of the summary, or nullptr
+  bool skip_dead = false;
+  int n_tiles = 0;
+
+  CUTLASS_DEVICE TileWalker(const KernelParams& kp, int batch, int m_block, int n_tiles_) : n_tiles(n_tiles_) {
+    if (kp.tile_kinds == nullptr) return;
+    const int m_blocks = ceil_div(kp.seqlen_q, int(AttnConfig::kBlockM));
+    const int64_t block = int64_t(kp.mask_broadcast ? 0 : batch) * m_blocks + m_block;
+    kinds = kp.tile_kinds + block * kp.n_blocks;
+    // DEAD tiles may be left out only if every valid row of the block has a live key.
+    const int valid_rows = min(int(AttnConfig::kBlockM), kp.seqlen_q - m_block * AttnConfig::kBlockM);
+    bool all_live = true;
+    CUTE_UNROLL
+    for (int w = 0; w < kLiveWordsPerBlock; ++w) {
+      const int rows_in_word = max(0, min(32, valid_rows - 32 * w));
+      const uint32_t want = rows_in_word == 32 ? 0xffffffffu : ((1u << rows_in_word) - 1u);
+      all_live &= (__ldg(kp.live_rows + block * kLiveWordsPerBlock + w) & want) == want;
+    }
+    skip_dead = all_live;
+  }
+  CUTLASS_DEVICE int kind(int n) const { return kinds == nullptr ? int(kTileMixed) : int(__ldg(kinds + n)); }
+  // First tile >= n that is visited.
+  CUTLASS_DEVICE int next(int n) const {
+    if (skip_dead)
+      while (n < n_tiles && kind(n) == kTileDead) ++n;
+    return n;
+  }
 };
 
 // ----------------------------------------------------------------------------------------------
@@ -201,10 +242,11 @@ CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4
 // Online softmax over one S tile, in place: S becomes p = exp2((x - m) log2e), O rows are rescaled by
 // exp2((m_old - m_new) log2e), l accumulates this thread's partial row sums (quad-reduced at the end).
 // kMasked: the tile has an additive mask, causal diagonal or Sk tail -> the overflow-safe form.
+// load_mask: false for ZERO tiles (x + 0 == x exactly, so leaving the add out changes no bit).
 template <bool kMasked, class FragS, class FragO>
 CUTLASS_DEVICE void softmax_tile(FragS& s, FragO& o, float (&m)[2], float (&l)[2], const int (&row)[2],
                                  const int (&col)[kColGroups][2], int key0, const KernelParams& kp,
-                                 const uint16_t* const (&mask_row)[2]) {
+                                 const uint16_t* const (&mask_row)[2], bool load_mask) {
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
@@ -216,7 +258,8 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, FragO& o, float (&m)[2], float (&l)[2
         float x = s(i) * kp.scale;
         if constexpr (kMasked) {
           const int key = key0 + col[j][c];
-          if (mask_row[r] != nullptr && key < kp.seqlen_k) x += bf16_bits_to_float(__ldg(mask_row[r] + key));
+          if (load_mask && mask_row[r] != nullptr && key < kp.seqlen_k)
+            x += bf16_bits_to_float(__ldg(mask_row[r] + key));
           if (key >= kp.seqlen_k || (kp.causal && key > row[r])) x = kNegInf;
         }
         s(i) = x;
@@ -332,7 +375,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       copy(kp.tma_q.with(ss.q_full), tQgQ, tQsQ);
 
       PipeState state = cutlass::make_producer_start_state<PipelineK>();
-      for (int n = 0; n < n_tiles; ++n) {
+      const TileWalker walk(kp, batch, m_block, n_tiles);
+      for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
         pipe_k.producer_acquire(state);
         copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state)), tKgK(_, n), tKsK(_, state.index()));
         pipe_v.producer_acquire(state);
@@ -395,7 +439,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, 0);
 
     PipeState state;  // consumer start: stage 0, phase 0
-    for (int n = 0; n < n_tiles; ++n) {
+    const TileWalker walk(kp, batch, m_block, n_tiles);
+    for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
       const int stage = state.index();
       // S = Q K^T
       pipe_k.consumer_wait(state);
@@ -416,9 +461,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       const bool masked = kp.mask != nullptr || (tail && n == n_tiles - 1) ||
                           (kp.causal && key0 + C::kBlockN - 1 > first_row);
       if (masked)
-        softmax_tile<true>(tSrS, tOrO, m, l, row, col, key0, kp, mask_row);
+        softmax_tile<true>(tSrS, tOrO, m, l, row, col, key0, kp, mask_row, walk.kind(n) != kTileZero);
       else
-        softmax_tile<false>(tSrS, tOrO, m, l, row, col, key0, kp, mask_row);
+        softmax_tile<false>(tSrS, tOrO, m, l, row, col, key0, kp, mask_row, false);
 
       CUTE_UNROLL
       for (int i = 0; i < size(tSrS); ++i) tOrP(i) = Element(tSrS(i));
@@ -487,6 +532,27 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 // Host launcher
 // ----------------------------------------------------------------------------------------------
 
+// Mask summary scratch: live-row words (uint32, zeroed per call) then tile kinds (bytes).
+struct SummaryLayout {
+  int mask_batches = 0, m_blocks = 0, n_blocks = 0;
+  size_t live_bytes = 0, kinds_bytes = 0;
+  size_t total() const { return live_bytes + kinds_bytes; }
+};
+
+inline SummaryLayout summary_layout(const AttentionParams& p) {
+  SummaryLayout s;
+  if (p.mask == nullptr || !p.skip || p.seqlen_q < 1 || p.seqlen_k < 1 || p.batch < 1) return s;
+  s.mask_batches = p.mask_batch_stride == 0 ? 1 : p.batch;
+  s.m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
+  s.n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
+  const size_t blocks = size_t(s.mask_batches) * s.m_blocks;
+  s.live_bytes = blocks * kLiveWordsPerBlock * sizeof(uint32_t);
+  s.kinds_bytes = (blocks * s.n_blocks + 15) / 16 * 16;
+  return s;
+}
+
+inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p).total(); }
+
 inline AttentionStatus launch(const AttentionParams& p) {
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.o == nullptr) return AttentionStatus::kInvalidArgument;
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
@@ -514,7 +580,28 @@ inline AttentionStatus launch(const AttentionParams& p) {
       p.heads_q / p.heads_kv,
       p.scale,
       p.causal,
+      nullptr,
+      nullptr,
+      0,
+      p.mask_batch_stride == 0,
   };
+
+  const SummaryLayout sl = summary_layout(p);
+  if (sl.total() > 0) {
+    if (p.workspace == nullptr || p.workspace_bytes < sl.total()) return AttentionStatus::kWorkspaceTooSmall;
+    auto* live = static_cast<uint32_t*>(p.workspace);
+    auto* kinds = static_cast<uint8_t*>(p.workspace) + sl.live_bytes;
+    if (cudaMemsetAsync(live, 0, sl.live_bytes, p.stream) != cudaSuccess) return AttentionStatus::kLaunchFailed;
+    MaskSummaryParams sp{static_cast<const uint16_t*>(p.mask), p.mask_batch_stride, p.mask_row_stride, p.seqlen_q,
+                         p.seqlen_k, p.causal, sl.m_blocks, sl.n_blocks, kinds, live};
+    if (sl.n_blocks > 0x7fffffff || sl.m_blocks > 65535 || sl.mask_batches > 65535) return AttentionStatus::kInvalidArgument;
+    mask_summary_kernel<C::kBlockM, C::kBlockN>
+        <<<dim3(sl.n_blocks, sl.m_blocks, sl.mask_batches), 128, 0, p.stream>>>(sp);
+    if (cudaPeekAtLastError() != cudaSuccess) return AttentionStatus::kLaunchFailed;
+    kp.tile_kinds = kinds;
+    kp.live_rows = live;
+    kp.n_blocks = sl.n_blocks;
+  }
 
   if (cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess)
     return AttentionStatus::kInitFailed;

@@ -118,6 +118,14 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
 
+  // Mask-summary scratch from the caching allocator (capturable in CUDA graphs; no host sync).
+  at::Tensor workspace;
+  p.workspace_bytes = attention_workspace_bytes(p);
+  if (p.workspace_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, q.options().dtype(at::kByte));
+    p.workspace = workspace.data_ptr();
+  }
+
   const AttentionStatus status = attention_sm90(p);
   TORCH_CHECK(status == AttentionStatus::kSuccess, kOp, ": kernel failed for B=", num(batch), " Hq=", num(heads_q),
               " Hkv=", num(heads_kv), " Sq=", num(seqlen_q), " Sk=", num(seqlen_k), ": ",
