@@ -603,8 +603,16 @@ inline AttentionStatus launch(const AttentionParams& p) {
     kp.n_blocks = sl.n_blocks;
   }
 
-  if (cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess)
-    return AttentionStatus::kInitFailed;
+  // The shared-memory opt-in is per device context: set it once per device (a benign race at worst
+  // sets the same value twice).
+  constexpr int kMaxDevices = 64;
+  static bool smem_attr_set[kMaxDevices] = {};
+  const bool cached = p.device >= 0 && p.device < kMaxDevices && smem_attr_set[p.device];
+  if (!cached) {
+    if (cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess)
+      return AttentionStatus::kInitFailed;
+    if (p.device >= 0 && p.device < kMaxDevices) smem_attr_set[p.device] = true;
+  }
   const dim3 grid(p.heads_q, m_blocks, p.batch);
   attention_kernel<<<grid, C::kThreads, kSmemBytes, p.stream>>>(kp);
   return cudaPeekAtLastError() == cudaSuccess ? AttentionStatus::kSuccess : AttentionStatus::kLaunchFailed;
