@@ -18,6 +18,7 @@ import math
 import pytest
 import torch
 
+import vlattn
 from vlattn import reference
 from vlattn import workloads as W
 from vlattn.attention import attention
@@ -310,6 +311,44 @@ def test_blocky_masks(mask_kind, skip, highest_fp32_matmul):
     out = attention(q, k, v, mask, skip=skip)
     ref, ref32 = references(q, k, v, mask, False, None)
     assert_close(out, ref, ref32, f"{mask_kind} skip={skip}")
+
+
+_LOOP_SCRIPT = r"""
+import sys, torch
+from vlattn.attention import attention
+torch.manual_seed(int(sys.argv[2]))
+outs = []
+for (b, hq, hkv, sq, sk, mask, causal) in [(2, 8, 2, 541, 541, True, False), (1, 4, 1, 300, 700, False, True),
+                                           (2, 4, 2, 17, 129, False, False), (1, 28, 4, 613, 613, True, True)]:
+    q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    m = torch.randn(b, 1, sq, sk, dtype=torch.bfloat16, device="cuda") * 4 if mask else None
+    outs.append(attention(q, k, v, m, causal=causal).cpu())
+torch.save(outs, sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_simple_loop_matches_pipelined(tmp_path, rng_seed):
+    """VLATTN_ATTN_SIMPLE=1 selects the plain consumer loop (no overlap, no ping-pong); it performs the
+    same arithmetic in the same order, so both loops must agree bitwise (run in subprocesses: the
+    choice is read once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    results = []
+    for simple in ("1", "0"):
+        path = tmp_path / f"out_{simple}.pt"
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
+        env = dict(os.environ, VLATTN_ATTN_SIMPLE=simple,
+                   PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        subprocess.run([sys.executable, "-c", _LOOP_SCRIPT, str(path), str(rng_seed)], env=env, check=True,
+                       timeout=600)
+        results.append(torch.load(path))
+    for i, (a, b) in enumerate(zip(*results)):
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: simple and pipelined loops differ"
 
 
 @requires_sm90

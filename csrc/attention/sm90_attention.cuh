@@ -8,6 +8,7 @@
 //   warpgroups 1, 2  consumers: each owns 64 of the 128 query rows. Per key tile:
 //                S = Q K^T (wgmma SS, fp32) -> online softmax in fp32 (exp2) -> P = bf16(p) in
 //                registers -> O += P V (wgmma RS, P as the register A operand). Registers 240.
+//                (The loop is software-pipelined; see "Overlap" below.)
 //   Epilogue     O /= l, bf16, staged through this warpgroup's half of the Q tile in smem (no longer
 //                read), then 16-byte coalesced stores of the rows < Sq into o [B, Sq, Hq*128].
 //
@@ -15,8 +16,11 @@
 // tile as DEAD / ZERO / MIXED; producer and consumers both walk the same list of tiles, leaving out
 // DEAD tiles when every row of the q-block has a live key (exact), and ZERO tiles skip the mask loads.
 //
-// Still to do (brief §3): intra-warpgroup overlap of softmax with the next GEMM, ping-pong between
-// the two consumer warpgroups, persistent scheduler, TMA mask tiles, GQA packing, BN 176.
+// Overlap (brief §3): within a consumer warpgroup, S_i = Q K_i^T and O += P_{i-1} V_{i-1} are issued
+// together and the softmax of tile i runs while PV_{i-1} is on the tensor cores; across the two
+// consumer warpgroups the GEMM issue alternates (ping-pong through two named barriers).
+//
+// Still to do (brief §3, §5, §6): persistent scheduler, TMA mask tiles, GQA packing, BN 176, PDL.
 //
 // Numerics (brief §4): x = s*scale (+ mask) in fp32; running max m; p = exp2((x - m) * log2e) for any
 // tile that carries a mask, a causal diagonal or the Sk tail. Never exp2(x*scale*log2e - m*log2e) on
@@ -26,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 
 #include <cute/tensor.hpp>
@@ -120,6 +125,7 @@ constexpr uint32_t kVBytes = kKBytes;
 
 // Named barriers 0..7 of the user range (NamedBarrier adds CUTLASS's reserved offset).
 constexpr uint32_t kEpilogueBarrierBase = 0;  // + consumer warpgroup index
+constexpr uint32_t kTurnBarrierBase = 2;      // + consumer warpgroup index: ping-pong GEMM turns
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -239,12 +245,14 @@ CUTLASS_DEVICE float quad_sum(float x) {
 constexpr int kColGroups = C::kBlockN / 8;
 CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4 * j; }
 
-// Online softmax over one S tile, in place: S becomes p = exp2((x - m) log2e), O rows are rescaled by
-// exp2((m_old - m_new) log2e), l accumulates this thread's partial row sums (quad-reduced at the end).
+// Online softmax over one S tile, in place: S becomes p = exp2((x - m) log2e), l accumulates this
+// thread's partial row sums (quad-reduced at the end), and rescale[r] = exp2((m_old - m_new) log2e) is
+// returned for O: the caller applies it once the previous P V (still running on the tensor cores
+// while this executes) has landed in O.
 // kMasked: the tile has an additive mask, causal diagonal or Sk tail -> the overflow-safe form.
 // load_mask: false for ZERO tiles (x + 0 == x exactly, so leaving the add out changes no bit).
-template <bool kMasked, class FragS, class FragO>
-CUTLASS_DEVICE void softmax_tile(FragS& s, FragO& o, float (&m)[2], float (&l)[2], const int (&row)[2],
+template <bool kMasked, class FragS>
+CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
                                  const int (&col)[kColGroups][2], int key0, const KernelParams& kp,
                                  const uint16_t* const (&mask_row)[2], bool load_mask) {
   CUTE_UNROLL
@@ -301,11 +309,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, FragO& o, float (&m)[2], float (&l)[2
       }
     }
     l[r] = l[r] * rescale + sum;
-    CUTE_UNROLL
-    for (int j = 0; j < kColGroups; ++j) {
-      CUTE_UNROLL
-      for (int c = 0; c < 2; ++c) o(acc_idx(c, r, j)) *= rescale;
-    }
+    rescale_out[r] = rescale;
   }
 }
 
@@ -313,6 +317,10 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, FragO& o, float (&m)[2], float (&l)[2
 // The kernel
 // ----------------------------------------------------------------------------------------------
 
+// kPipelined: the overlapped consumer loop (intra-warpgroup overlap + ping-pong). false: the plain
+// v1 loop (S, softmax, PV strictly in sequence), kept as a fallback for diagnosis
+// (VLATTN_ATTN_SIMPLE=1 selects it at run time).
+template <bool kPipelined>
 __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams const kp) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) char smem_buf[];
@@ -438,12 +446,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, 0);
 
-    PipeState state;  // consumer start: stage 0, phase 0
     const TileWalker walk(kp, batch, m_block, n_tiles);
-    for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
-      const int stage = state.index();
-      // S = Q K^T
-      pipe_k.consumer_wait(state);
+
+    // Issue S = Q K^T on a K stage (asynchronous: the caller waits).
+    auto issue_qk = [&](int stage) {
       mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
       warpgroup_fence_operand(tSrS);
       warpgroup_arrive();
@@ -453,34 +459,124 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         mma_qk.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tSrS);
-      pipe_k.consumer_release(state);
-
-      const int key0 = n * C::kBlockN;
-      const bool masked = kp.mask != nullptr || (tail && n == n_tiles - 1) ||
-                          (kp.causal && key0 + C::kBlockN - 1 > first_row);
-      if (masked)
-        softmax_tile<true>(tSrS, tOrO, m, l, row, col, key0, kp, mask_row, walk.kind(n) != kTileZero);
-      else
-        softmax_tile<false>(tSrS, tOrO, m, l, row, col, key0, kp, mask_row, false);
-
-      CUTE_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) tOrP(i) = Element(tSrS(i));
-
-      // O += P V
-      pipe_v.consumer_wait(state);
+    };
+    // Issue O += P V for the V stage (asynchronous).
+    auto issue_pv = [&](int stage) {
       warpgroup_fence_operand(tOrO);
       warpgroup_fence_operand(tOrP);
       warpgroup_arrive();
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, stage), tOrO);
       warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tOrO);
-      pipe_v.consumer_release(state);
-      ++state;
-    }
+    };
+    float rescale[2];
+    auto softmax = [&](int n) {
+      const int key0 = n * C::kBlockN;
+      const bool masked = kp.mask != nullptr || (tail && n == n_tiles - 1) ||
+                          (kp.causal && key0 + C::kBlockN - 1 > first_row);
+      if (masked)
+        softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, walk.kind(n) != kTileZero);
+      else
+        softmax_tile<false>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, false);
+    };
+    auto convert_p = [&]() {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) tOrP(i) = Element(tSrS(i));
+    };
+
+    auto rescale_o = [&]() {
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        CUTE_UNROLL
+        for (int j = 0; j < kColGroups; ++j) {
+          CUTE_UNROLL
+          for (int c = 0; c < 2; ++c) tOrO(acc_idx(c, r, j)) *= rescale[r];
+        }
+      }
+    };
+
+    if constexpr (!kPipelined) {
+      // Plain loop: every step waits for its GEMM before going on.
+      PipeState st;
+      for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
+        pipe_k.consumer_wait(st);
+        issue_qk(st.index());
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(st);
+        softmax(n);
+        rescale_o();
+        convert_p();
+        pipe_v.consumer_wait(st);
+        issue_pv(st.index());
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipe_v.consumer_release(st);
+        ++st;
+      }
+    } else {
+      // Inter-warpgroup ping-pong (brief §3): the two consumer warpgroups take turns issuing their
+      // GEMMs, so one warpgroup's softmax runs while the other's wgmma occupy the tensor cores. Turn
+      // barrier T_w (256 threads: w syncs, the other arrives). Both warpgroups visit the same tiles, so
+      // they have the same number k of issue points; warpgroup 0 goes first (warpgroup 1 arrives on T_0
+      // once up front and skips its arrive after its last issue point), keeping every barrier balanced:
+      // T_0 gets k syncs and 1 + (k - 1) arrives, T_1 k syncs and k arrives.
+      auto turn_wait = [&]() { cutlass::arch::NamedBarrier::sync(256, kTurnBarrierBase + consumer_wg); };
+      auto turn_pass = [&](bool last) {
+        if (!(last && consumer_wg == 1)) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + (1 - consumer_wg));
+      };
+
+      // Intra-warpgroup overlap (brief §3): while the softmax of tile i runs on the CUDA cores, the
+      // tensor cores compute P_{i-1} V_{i-1}. S_i and PV_{i-1} are issued back to back; wait<1> returns
+      // once S_i (committed first) is done; O is rescaled only after wait<0> (PV_{i-1} landed), and P's
+      // registers are overwritten only then (the RS wgmma reads them until it completes).
+      PipeState st_k, st_v;  // consumer start: stage 0, phase 0; V lags K by one tile
+      int n = walk.next(0);
+      if (n < n_tiles) {
+        if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
+        pipe_k.consumer_wait(st_k);
+        turn_wait();
+        issue_qk(st_k.index());
+        turn_pass(false);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(st_k);
+        ++st_k;
+        softmax(n);  // O is still 0: its rescale is moot
+        convert_p();
+
+        for (n = walk.next(n + 1); n < n_tiles; n = walk.next(n + 1)) {
+          pipe_k.consumer_wait(st_k);
+          pipe_v.consumer_wait(st_v);
+          turn_wait();
+          issue_qk(st_k.index());
+          issue_pv(st_v.index());
+          turn_pass(false);
+          warpgroup_wait<1>();
+          warpgroup_fence_operand(tSrS);
+          pipe_k.consumer_release(st_k);
+          ++st_k;
+          softmax(n);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          // Keep P's registers live until the RS wgmma that reads them asynchronously has completed:
+          // without this the compiler may hand them to the softmax above as temporaries.
+          warpgroup_fence_operand(tOrP);
+          pipe_v.consumer_release(st_v);
+          ++st_v;
+          rescale_o();
+          convert_p();
+        }
+
+        pipe_v.consumer_wait(st_v);
+        turn_wait();
+        issue_pv(st_v.index());
+        turn_pass(true);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipe_v.consumer_release(st_v);
+      }
+    }  // kPipelined
 
     // ---------------------------------------------------------------- epilogue
     float inv_l[2];
@@ -603,18 +699,25 @@ inline AttentionStatus launch(const AttentionParams& p) {
     kp.n_blocks = sl.n_blocks;
   }
 
+  // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
+  static const bool simple_loop = [] {
+    const char* env = std::getenv("VLATTN_ATTN_SIMPLE");
+    return env != nullptr && env[0] != '\0' && env[0] != '0';
+  }();
+  auto kernel = simple_loop ? attention_kernel<false> : attention_kernel<true>;
+
   // The shared-memory opt-in is per device context: set it once per device (a benign race at worst
   // sets the same value twice).
   constexpr int kMaxDevices = 64;
   static bool smem_attr_set[kMaxDevices] = {};
   const bool cached = p.device >= 0 && p.device < kMaxDevices && smem_attr_set[p.device];
   if (!cached) {
-    if (cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess)
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess)
       return AttentionStatus::kInitFailed;
     if (p.device >= 0 && p.device < kMaxDevices) smem_attr_set[p.device] = true;
   }
   const dim3 grid(p.heads_q, m_blocks, p.batch);
-  attention_kernel<<<grid, C::kThreads, kSmemBytes, p.stream>>>(kp);
+  kernel<<<grid, C::kThreads, kSmemBytes, p.stream>>>(kp);
   return cudaPeekAtLastError() == cudaSuccess ? AttentionStatus::kSuccess : AttentionStatus::kLaunchFailed;
 }
 
