@@ -176,6 +176,8 @@ struct KernelParams {
   int batch, heads_q, heads_kv, seqlen_q, seqlen_k;
   int group;  // Hq / Hkv
   float scale;
+  float scale_log2;  // scale * log2(e): unmasked tiles fold it into one FFMA per element
+  bool fold_scale;   // scale > 0 (max commutes with the multiply); otherwise every tile takes the masked path
   bool causal;
   // Mask summary (nullptr: every mask tile is MIXED, nothing skipped).
   const uint8_t* tile_kinds;  // [mask batches, m_blocks, n_blocks]
@@ -258,21 +260,28 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
-    CUTE_UNROLL
-    for (int j = 0; j < kColGroups; ++j) {
+    if constexpr (kMasked) {
       CUTE_UNROLL
-      for (int c = 0; c < 2; ++c) {
-        const int i = acc_idx(c, r, j);
-        float x = s(i) * kp.scale;
-        if constexpr (kMasked) {
+      for (int j = 0; j < kColGroups; ++j) {
+        CUTE_UNROLL
+        for (int c = 0; c < 2; ++c) {
+          const int i = acc_idx(c, r, j);
+          float x = s(i) * kp.scale;
           const int key = key0 + col[j][c];
           if (load_mask && mask_row[r] != nullptr && key < kp.seqlen_k)
             x += bf16_bits_to_float(__ldg(mask_row[r] + key));
           if (key >= kp.seqlen_k || (kp.causal && key > row[r])) x = kNegInf;
+          s(i) = x;
+          mx = fmaxf(mx, x);
         }
-        s(i) = x;
-        mx = fmaxf(mx, x);
       }
+    } else {
+      // S stays raw: with scale > 0, max_j fl(s_j * scale) == fl(max_j s_j * scale) (rounding is
+      // monotonic), so the row max in scaled units costs one multiply per row.
+      float raw = kNegInf;
+      CUTE_UNROLL
+      for (int i = 0; i < 2 * kColGroups; ++i) raw = fmaxf(raw, s(acc_idx(i % 2, r, i / 2)));
+      mx = fmaxf(mx, raw * kp.scale);
     }
     mx = quad_max(mx);
     // Row max -inf (every key so far masked with -inf): use 0 in the exponent so that p = 0, never NaN.
@@ -294,15 +303,16 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
         }
       }
     } else {
-      // Unmasked tile: every x is a finite scaled score and m_use >= x, so m_use*log2e is in range
-      // (scores bounded as the brief's precondition |x| <= 2^97 says): one FFMA per element.
+      // Unmasked tile (no mask tensor, no tail, off the causal diagonal): every score is finite and
+      // m_use >= its scaled value, so m_use*log2e is in range (scores bounded as the brief's
+      // precondition |x| <= 2^97 says): p = exp2(s * scale*log2e - m*log2e), one FFMA per element.
       const float m_scaled = m_use * kLog2e;
       CUTE_UNROLL
       for (int j = 0; j < kColGroups; ++j) {
         CUTE_UNROLL
         for (int c = 0; c < 2; ++c) {
           const int i = acc_idx(c, r, j);
-          const float p = fast_exp2(fmaf(s(i), kLog2e, -m_scaled));
+          const float p = fast_exp2(fmaf(s(i), kp.scale_log2, -m_scaled));
           s(i) = p;
           sum += p;
         }
@@ -472,7 +482,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     float rescale[2];
     auto softmax = [&](int n) {
       const int key0 = n * C::kBlockN;
-      const bool masked = kp.mask != nullptr || (tail && n == n_tiles - 1) ||
+      const bool masked = kp.mask != nullptr || !kp.fold_scale || (tail && n == n_tiles - 1) ||
                           (kp.causal && key0 + C::kBlockN - 1 > first_row);
       if (masked)
         softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, walk.kind(n) != kTileZero);
@@ -675,6 +685,8 @@ inline AttentionStatus launch(const AttentionParams& p) {
       p.seqlen_k,
       p.heads_q / p.heads_kv,
       p.scale,
+      p.scale * kLog2e,
+      p.scale > 0.f,
       p.causal,
       nullptr,
       nullptr,
