@@ -8,6 +8,9 @@ input). Same values as ``reference.attention(q, k, v, mask, causal=causal, scale
 .transpose(1, 2).reshape(B, Sq, -1)`` up to the kernel's fp32 rounding (it does not round the scores
 to bf16), except that a row whose keys are all -inf gives 0 where the reference gives NaN.
 
+Environment: ``VLATTN_ATTN_SIMPLE=1`` (read once per process) selects the kernel's plain consumer loop
+(no softmax/GEMM overlap, no warpgroup ping-pong) for diagnosis; results are bitwise identical.
+
 The op is ``torch.ops.vlattn.attention`` (schema in csrc/ops/attention.cpp); this module registers its
 fake (meta) implementation for torch.compile when the extension is loaded.
 """
