@@ -1,0 +1,72 @@
+// Plain parameter block for the fused GQA attention kernel on sm_90a (issue 4).
+// No torch headers here: csrc/ops/attention.cpp turns tensors into this struct and
+// csrc/attention/attention_sm90.cu launches the kernel from it.
+//
+// Layout contract (fixed; the QKV projection kernel produces it):
+//   q    bf16 [B, Hq,  Sq, 128] contiguous
+//   k, v bf16 [B, Hkv, Sk, 128] contiguous, Hq % Hkv == 0 (query head h reads KV head h / (Hq / Hkv))
+//   o    bf16 [B, Sq, Hq * 128] contiguous (token-major: the O projection's input)
+//   mask bf16 additive, element (b, i, j) at mask[b * mask_batch_stride + i * mask_row_stride + j]
+//        (unit column stride; batch stride 0 broadcasts one mask over the batch; only j < Sk is read)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace vlattn {
+
+constexpr int kAttnHeadDim = 128;  // the only head_dim the kernel is built for
+
+struct AttentionParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+
+  int batch = 0;
+  int heads_q = 0;    // Hq
+  int heads_kv = 0;   // Hkv, divides Hq
+  int seqlen_q = 0;   // Sq >= 1
+  int seqlen_k = 0;   // Sk >= 1
+
+  // Optional additive mask (nullptr = none). Strides in elements.
+  const void* mask = nullptr;
+  int64_t mask_batch_stride = 0;  // 0 when the mask has batch dim 1 (broadcast)
+  int64_t mask_row_stride = 0;    // may be odd (e.g. 541): the kernel reads the mask element-wise
+
+  float scale = 0.f;    // scores are multiplied by this (default 1/sqrt(128), chosen by the caller)
+  bool causal = false;  // keys j > i get -inf (top-left aligned when Sq != Sk)
+  bool skip = true;     // with a mask: run the mask-summary pre-pass, skip DEAD tiles where exact and the
+                        // mask loads of all-zero tiles (bitwise identical to skip = false). Causal tiles
+                        // above the diagonal are always skipped: they contribute exact zeros.
+
+  // Scratch for the mask summary (attention_workspace_bytes(p) bytes, 16-byte aligned), from the
+  // caller's allocator; nullptr when that size is 0.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+
+  int device = 0;
+  int sm_count = 0;  // read from the device by the caller, never hard-coded
+  cudaStream_t stream = nullptr;
+};
+
+enum class AttentionStatus : int {
+  kSuccess = 0,
+  kInvalidArgument,  // a shape, pointer or alignment the kernel does not support
+  kWorkspaceTooSmall,
+  kInitFailed,       // TMA descriptor or shared-memory attribute setup failed
+  kLaunchFailed,
+  kNotCompiled,      // the translation unit was built without sm_90a support
+};
+
+const char* attention_status_string(AttentionStatus s);
+
+// Scratch bytes attention_sm90 needs for p (0 without a mask or with skip = false).
+size_t attention_workspace_bytes(const AttentionParams& p);
+
+// Launches o = softmax(q k^T * scale + mask [, causal]) v on p.stream. No host synchronization.
+AttentionStatus attention_sm90(const AttentionParams& p);
+
+}  // namespace vlattn

@@ -1,0 +1,737 @@
+// Fused GQA attention forward for sm_90a, version 1 (issue 4; design: docs/design/attention_sm90.md).
+//
+//   o[b, i, h*128 + d] = sum_j softmax_j(q[b,h,i,:] . k[b,h/G,j,:] * scale + mask[b,i,j]) v[b,h/G,j,d]
+//
+// Structure (one CTA per (query head, 128-row q-block, batch); 384 threads = 3 warpgroups):
+//   warpgroup 0  producer: one thread issues TMA loads: Q once (its own mbarrier), then K and V
+//                tiles of 128 keys through two separate PipelineTmaAsync rings. Registers 24.
+//   warpgroups 1, 2  consumers: each owns 64 of the 128 query rows. Per key tile:
+//                S = Q K^T (wgmma SS, fp32) -> online softmax in fp32 (exp2) -> P = bf16(p) in
+//                registers -> O += P V (wgmma RS, P as the register A operand). Registers 240.
+//                (The loop is software-pipelined; see "Overlap" below.)
+//   Epilogue     O /= l, bf16, staged through this warpgroup's half of the Q tile in smem (no longer
+//                read), then 16-byte coalesced stores of the rows < Sq into o [B, Sq, Hq*128].
+//
+// Mask tiles (brief §5): with skip = true a pre-pass (mask_summary.cuh) classifies every 128x128 mask
+// tile as DEAD / ZERO / MIXED; producer and consumers both walk the same list of tiles, leaving out
+// DEAD tiles when every row of the q-block has a live key (exact), and ZERO tiles skip the mask loads.
+//
+// Overlap (brief §3): within a consumer warpgroup, S_i = Q K_i^T and O += P_{i-1} V_{i-1} are issued
+// together and the softmax of tile i runs while PV_{i-1} is on the tensor cores; across the two
+// consumer warpgroups the GEMM issue alternates (ping-pong through two named barriers).
+//
+// Still to do (brief §3, §5, §6): persistent scheduler, TMA mask tiles, GQA packing, BN 176, PDL.
+//
+// Numerics (brief §4): x = s*scale (+ mask) in fp32; running max m; p = exp2((x - m) * log2e) for any
+// tile that carries a mask, a causal diagonal or the Sk tail. Never exp2(x*scale*log2e - m*log2e) on
+// masked tiles: with a bf16-min mask entry (-3.39e38) the product with log2e overflows fp32 and the
+// fused form yields inf - inf = NaN. A row whose running max is -inf uses 0 in the exponent (p = 0)
+// and ends with l = 0 -> O = 0 (the reference gives NaN there; we never produce NaN).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+
+#include <cute/tensor.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/bfloat16.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "attention/attention_params.h"
+#include "attention/mask_summary.cuh"
+
+namespace vlattn {
+namespace attn_sm90 {
+
+using namespace cute;
+
+using Element = cutlass::bfloat16_t;
+
+// ----------------------------------------------------------------------------------------------
+// Compile-time configuration
+// ----------------------------------------------------------------------------------------------
+
+struct AttnConfig {
+  static constexpr int kHeadDim = kAttnHeadDim;  // 128
+  static constexpr int kBlockM = 128;            // query rows per CTA
+  static constexpr int kBlockN = 128;            // keys per pipeline step
+  static constexpr int kStages = 2;              // K ring and V ring depth (each)
+  static constexpr int kNumConsumerWarpgroups = 2;
+  static constexpr int kRowsPerConsumer = kBlockM / kNumConsumerWarpgroups;  // 64 = one wgmma M
+  static constexpr int kThreads = 128 * (1 + kNumConsumerWarpgroups);        // 384
+  // setmaxnreg budgets (FA3's values for 3 warpgroups): 24*128 + 2*240*128 = 64512 <= 65536.
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+
+  static_assert(kHeadDim == 128, "the kernel is written for head_dim 128 only");
+  static_assert(kRowsPerConsumer == 64, "each consumer warpgroup issues 64-row wgmma");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "wgmma N must be a multiple of 16 up to 256 (8 for bf16)");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kNumConsumerWarpgroups <= 65536,
+                "register file budget of one SM exceeded by the setmaxnreg split");
+};
+
+using C = AttnConfig;
+
+using TileQ = Shape<Int<C::kBlockM>, Int<C::kHeadDim>>;  // (rows, d)
+using TileK = Shape<Int<C::kBlockN>, Int<C::kHeadDim>>;  // (keys, d)
+using TileV = Shape<Int<C::kHeadDim>, Int<C::kBlockN>>;  // (d, keys): V as the B operand (N = d, K = keys)
+
+// Shared memory: 128B-swizzled wgmma-canonical layouts. Q and K are K-major (d contiguous). V is the
+// B operand of P V with N = d, which is contiguous in memory: MN-major, tiled K-first like CUTLASS's
+// sm90 collectives do for MN-major operands.
+using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, TileQ{}));
+using SmemLayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                           make_shape(Int<C::kBlockN>{}, Int<C::kHeadDim>{}, Int<C::kStages>{})));
+using SmemLayoutV = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                           make_shape(Int<C::kHeadDim>{}, Int<C::kBlockN>{}, Int<C::kStages>{}),
+                                           Step<_2, _1, _3>{}));
+
+// S = Q K^T: two warpgroups stacked along M (each 64 rows), N = kBlockN keys, K = head_dim.
+using TiledMmaQK = decltype(make_tiled_mma(
+    SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{}, Layout<Shape<_2, _1, _1>>{}));
+// O += P V: A = P from registers (must be K-major), B = V (MN-major), N = head_dim, K = kBlockN keys.
+using TiledMmaPV = decltype(make_tiled_mma(
+    SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::MN>{}, Layout<Shape<_2, _1, _1>>{}));
+static_assert(C::kBlockN == 128 && C::kHeadDim == 128, "the MMA atoms above are 64x128: N = kBlockN = head_dim");
+
+using PipelineK = cutlass::PipelineTmaAsync<C::kStages>;
+using PipelineV = cutlass::PipelineTmaAsync<C::kStages>;
+using PipeState = typename PipelineK::PipelineState;
+
+struct SharedStorage {
+  // 128B swizzle needs 1024-byte aligned tiles.
+  alignas(1024) Element q[cosize_v<SmemLayoutQ>];  // also the O staging buffer in the epilogue
+  alignas(1024) Element k[cosize_v<SmemLayoutK>];
+  alignas(1024) Element v[cosize_v<SmemLayoutV>];
+  typename PipelineK::SharedStorage pipe_k;
+  typename PipelineV::SharedStorage pipe_v;
+  alignas(8) uint64_t q_full;  // transaction barrier of the single Q load
+};
+
+constexpr int kSmemBytes = int(sizeof(SharedStorage));
+constexpr int kMaxSmemBytes = 227 * 1024;  // opt-in dynamic shared memory per block on H100/H200
+static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory budget exceeded");
+
+constexpr uint32_t kQBytes = C::kBlockM * C::kHeadDim * sizeof(Element);
+constexpr uint32_t kKBytes = C::kBlockN * C::kHeadDim * sizeof(Element);
+constexpr uint32_t kVBytes = kKBytes;
+
+// Named barriers 0..7 of the user range (NamedBarrier adds CUTLASS's reserved offset).
+constexpr uint32_t kEpilogueBarrierBase = 0;  // + consumer warpgroup index
+constexpr uint32_t kTurnBarrierBase = 2;      // + consumer warpgroup index: ping-pong GEMM turns
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// ----------------------------------------------------------------------------------------------
+// Global tensors and TMA descriptors
+// ----------------------------------------------------------------------------------------------
+
+// q [B, Hq, Sq, D] viewed as (s, d, h, b); k the same with Hkv, Sk. The per-(h, b) slab is a separate
+// mode, so rows >= Sq of one head are out of bounds (zero-filled by TMA), not the next head's rows.
+using GmemShape = Shape<int, int, int, int>;
+using GmemStrideRowMajor = Stride<int64_t, _1, int64_t, int64_t>;  // (s, d, h, b), d contiguous
+using GmemStrideVt = Stride<_1, int64_t, int64_t, int64_t>;        // (d, s, h, b): V transposed view
+
+CUTE_HOST_DEVICE auto q_layout(int s, int h, int b) {
+  return make_layout(make_shape(s, int(C::kHeadDim), h, b),
+                     make_stride(int64_t(C::kHeadDim), _1{}, int64_t(s) * C::kHeadDim, int64_t(h) * s * C::kHeadDim));
+}
+CUTE_HOST_DEVICE auto vt_layout(int s, int h, int b) {
+  return make_layout(make_shape(int(C::kHeadDim), s, h, b),
+                     make_stride(_1{}, int64_t(C::kHeadDim), int64_t(s) * C::kHeadDim, int64_t(h) * s * C::kHeadDim));
+}
+
+inline auto make_tma_q(const Element* q, int s, int h, int b) {
+  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(q), q_layout(s, h, b)), SmemLayoutQ{}, TileQ{}, _1{});
+}
+inline auto make_tma_k(const Element* k, int s, int h, int b) {
+  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(k), q_layout(s, h, b)),
+                       SmemLayoutK{}(_, _, Int<0>{}), TileK{}, _1{});
+}
+inline auto make_tma_v(const Element* v, int s, int h, int b) {
+  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(v), vt_layout(s, h, b)),
+                       SmemLayoutV{}(_, _, Int<0>{}), TileV{}, _1{});
+}
+
+using TmaQ = decltype(make_tma_q(nullptr, 1, 1, 1));
+using TmaK = decltype(make_tma_k(nullptr, 1, 1, 1));
+using TmaV = decltype(make_tma_v(nullptr, 1, 1, 1));
+
+struct KernelParams {
+  TmaQ tma_q;
+  TmaK tma_k;
+  TmaV tma_v;
+  Element* o;
+  const uint16_t* mask;  // bf16 bits; nullptr = no mask
+  int64_t mask_batch_stride;
+  int64_t mask_row_stride;
+  int batch, heads_q, heads_kv, seqlen_q, seqlen_k;
+  int group;  // Hq / Hkv
+  float scale;
+  float scale_log2;  // scale * log2(e): unmasked tiles fold it into one FFMA per element
+  bool fold_scale;   // scale > 0 (max commutes with the multiply); otherwise every tile takes the masked path
+  bool causal;
+  // Mask summary (nullptr: every mask tile is MIXED, nothing skipped).
+  const uint8_t* tile_kinds;  // [mask batches, m_blocks, n_blocks]
+  const uint32_t* live_rows;  // [mask batches, m_blocks, 4]
+  int n_blocks;
+  bool mask_broadcast;        // mask batch dim 1: summary batch index 0
+};
+
+// Walks the key tiles of one CTA in order, leaving out those that are skipped exactly. Producer and
+// consumers each run one; they read the same summary and so see the same sequence.
+struct TileWalker {
+  const uint8_t* kinds = nullptr;  // this (b, m) row of the summary, or nullptr
+  bool skip_dead = false;
+  int n_tiles = 0;
+
+  CUTLASS_DEVICE TileWalker(const KernelParams& kp, int batch, int m_block, int n_tiles_) : n_tiles(n_tiles_) {
+    if (kp.tile_kinds == nullptr) return;
+    const int m_blocks = ceil_div(kp.seqlen_q, int(AttnConfig::kBlockM));
+    const int64_t block = int64_t(kp.mask_broadcast ? 0 : batch) * m_blocks + m_block;
+    kinds = kp.tile_kinds + block * kp.n_blocks;
+    // DEAD tiles may be left out only if every valid row of the block has a live key.
+    const int valid_rows = min(int(AttnConfig::kBlockM), kp.seqlen_q - m_block * AttnConfig::kBlockM);
+    bool all_live = true;
+    CUTE_UNROLL
+    for (int w = 0; w < kLiveWordsPerBlock; ++w) {
+      const int rows_in_word = max(0, min(32, valid_rows - 32 * w));
+      const uint32_t want = rows_in_word == 32 ? 0xffffffffu : ((1u << rows_in_word) - 1u);
+      all_live &= (__ldg(kp.live_rows + block * kLiveWordsPerBlock + w) & want) == want;
+    }
+    skip_dead = all_live;
+  }
+  CUTLASS_DEVICE int kind(int n) const { return kinds == nullptr ? int(kTileMixed) : int(__ldg(kinds + n)); }
+  // First tile >= n that is visited.
+  CUTLASS_DEVICE int next(int n) const {
+    if (skip_dead)
+      while (n < n_tiles && kind(n) == kTileDead) ++n;
+    return n;
+  }
+};
+
+// ----------------------------------------------------------------------------------------------
+// Device helpers
+// ----------------------------------------------------------------------------------------------
+
+CUTLASS_DEVICE float bf16_bits_to_float(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
+
+// 2^x with the MUFU (ftz): -inf -> +0, large negative -> 0. The argument is never NaN by construction.
+CUTLASS_DEVICE float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The four lanes of a quad hold the same two accumulator rows (the wgmma C layout gives lane l
+// row l/4 and columns 2*(l%4), +1 of every 8-column group): reduce across them.
+CUTLASS_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+CUTLASS_DEVICE float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Per-thread accumulator fragment of a 64x128 wgmma tile: ((2 cols, 2 rows (+8), 16 col groups), 1, 1),
+// compact, so the linear index of (c, r, j) is c + 2r + 4j.
+constexpr int kColGroups = C::kBlockN / 8;
+CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4 * j; }
+
+// Online softmax over one S tile, in place: S becomes p = exp2((x - m) log2e), l accumulates this
+// thread's partial row sums (quad-reduced at the end), and rescale[r] = exp2((m_old - m_new) log2e) is
+// returned for O: the caller applies it once the previous P V (still running on the tensor cores
+// while this executes) has landed in O.
+// kMasked: the tile has an additive mask, causal diagonal or Sk tail -> the overflow-safe form.
+// load_mask: false for ZERO tiles (x + 0 == x exactly, so leaving the add out changes no bit).
+template <bool kMasked, class FragS>
+CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
+                                 const int (&col)[kColGroups][2], int key0, const KernelParams& kp,
+                                 const uint16_t* const (&mask_row)[2], bool load_mask) {
+  CUTE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    float mx = m[r];
+    if constexpr (kMasked) {
+      CUTE_UNROLL
+      for (int j = 0; j < kColGroups; ++j) {
+        CUTE_UNROLL
+        for (int c = 0; c < 2; ++c) {
+          const int i = acc_idx(c, r, j);
+          float x = s(i) * kp.scale;
+          const int key = key0 + col[j][c];
+          if (load_mask && mask_row[r] != nullptr && key < kp.seqlen_k)
+            x += bf16_bits_to_float(__ldg(mask_row[r] + key));
+          if (key >= kp.seqlen_k || (kp.causal && key > row[r])) x = kNegInf;
+          s(i) = x;
+          mx = fmaxf(mx, x);
+        }
+      }
+    } else {
+      // S stays raw: with scale > 0, max_j fl(s_j * scale) == fl(max_j s_j * scale) (rounding is
+      // monotonic), so the row max in scaled units costs one multiply per row.
+      float raw = kNegInf;
+      CUTE_UNROLL
+      for (int i = 0; i < 2 * kColGroups; ++i) raw = fmaxf(raw, s(acc_idx(i % 2, r, i / 2)));
+      mx = fmaxf(mx, raw * kp.scale);
+    }
+    mx = quad_max(mx);
+    // Row max -inf (every key so far masked with -inf): use 0 in the exponent so that p = 0, never NaN.
+    const float m_use = (mx == kNegInf) ? 0.f : mx;
+    // m[r] - m_use: both are finite or m[r] = -inf, so no inf - inf; the product may overflow to -inf,
+    // which exp2 maps to the exact 0 the rescale needs.
+    const float rescale = fast_exp2((m[r] - m_use) * kLog2e);
+    m[r] = mx;
+    float sum = 0.f;
+    if constexpr (kMasked) {
+      CUTE_UNROLL
+      for (int j = 0; j < kColGroups; ++j) {
+        CUTE_UNROLL
+        for (int c = 0; c < 2; ++c) {
+          const int i = acc_idx(c, r, j);
+          const float p = fast_exp2((s(i) - m_use) * kLog2e);  // FADD then FMUL: no overflow
+          s(i) = p;
+          sum += p;
+        }
+      }
+    } else {
+      // Unmasked tile (no mask tensor, no tail, off the causal diagonal): every score is finite and
+      // m_use >= its scaled value, so m_use*log2e is in range (scores bounded as the brief's
+      // precondition |x| <= 2^97 says): p = exp2(s * scale*log2e - m*log2e), one FFMA per element.
+      const float m_scaled = m_use * kLog2e;
+      CUTE_UNROLL
+      for (int j = 0; j < kColGroups; ++j) {
+        CUTE_UNROLL
+        for (int c = 0; c < 2; ++c) {
+          const int i = acc_idx(c, r, j);
+          const float p = fast_exp2(fmaf(s(i), kp.scale_log2, -m_scaled));
+          s(i) = p;
+          sum += p;
+        }
+      }
+    }
+    l[r] = l[r] * rescale + sum;
+    rescale_out[r] = rescale;
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// The kernel
+// ----------------------------------------------------------------------------------------------
+
+// kPipelined: the overlapped consumer loop (intra-warpgroup overlap + ping-pong). false: the plain
+// v1 loop (S, softmax, PV strictly in sequence), kept as a fallback for diagnosis
+// (VLATTN_ATTN_SIMPLE=1 selects it at run time).
+template <bool kPipelined>
+__global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams const kp) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) char smem_buf[];
+  SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf);
+
+  const int warp_group = threadIdx.x / 128;
+  // Grid order: heads fastest (the G heads of one KV head and all heads reading the same mask rows run
+  // side by side and share K/V/mask through L2), q-blocks last-first (causal: longest CTAs first).
+  const int head = blockIdx.x;
+  const int m_block = gridDim.y - 1 - blockIdx.y;
+  const int batch = blockIdx.z;
+  const int head_kv = head / kp.group;
+
+  // Key tiles this CTA visits. Causal (top-left aligned): row i sees keys j <= i, so tiles wholly to
+  // the right of the block's last valid row contribute exact zeros and are skipped.
+  int n_tiles = ceil_div(kp.seqlen_k, int(C::kBlockN));
+  if (kp.causal) {
+    const int last_row = min(kp.seqlen_q - 1, (m_block + 1) * C::kBlockM - 1);
+    n_tiles = min(n_tiles, last_row / C::kBlockN + 1);
+  }
+
+  using Role = typename PipelineK::ThreadCategory;
+  typename PipelineK::Params pk;
+  pk.transaction_bytes = kKBytes;
+  pk.role = warp_group == 0 ? Role::Producer : Role::Consumer;
+  pk.is_leader = threadIdx.x == 0;
+  pk.num_consumers = 128 * C::kNumConsumerWarpgroups;
+  pk.initializing_warp = 0;
+  typename PipelineV::Params pv = pk;
+  pv.transaction_bytes = kVBytes;
+  pv.initializing_warp = 1;
+  PipelineK pipe_k(ss.pipe_k, pk, Shape<_1, _1, _1>{});
+  PipelineV pipe_v(ss.pipe_v, pv, Shape<_1, _1, _1>{});
+  if (threadIdx.x == 64) {  // warp 2: the pipelines' init warps are 0 and 1
+    cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k), SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v), SmemLayoutV{});
+
+  if (warp_group == 0) {
+    // ---------------------------------------------------------------- producer
+    cutlass::arch::warpgroup_reg_dealloc<C::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
+      Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
+      Tensor mV = kp.tma_v.get_tma_tensor(make_shape(int(C::kHeadDim), kp.seqlen_k, kp.heads_kv, kp.batch));
+      Tensor gQ = local_tile(mQ(_, _, head, batch), TileQ{}, make_coord(m_block, 0));         // (128, 128)
+      Tensor gK = local_tile(mK(_, _, head_kv, batch), TileK{}, make_coord(_, 0));           // (128, 128, n)
+      Tensor gV = local_tile(mV(_, _, head_kv, batch), TileV{}, make_coord(0, _));           // (128, 128, n)
+
+      auto [tQgQ, tQsQ] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto [tKgK, tKsK] = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVgV, tVsV] = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQBytes);
+      copy(kp.tma_q.with(ss.q_full), tQgQ, tQsQ);
+
+      PipeState state = cutlass::make_producer_start_state<PipelineK>();
+      const TileWalker walk(kp, batch, m_block, n_tiles);
+      for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
+        pipe_k.producer_acquire(state);
+        copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state)), tKgK(_, n), tKsK(_, state.index()));
+        pipe_v.producer_acquire(state);
+        copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state)), tVgV(_, n), tVsV(_, state.index()));
+        ++state;
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumers
+    cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
+    const int ct = threadIdx.x - 128;          // 0..255 across both consumer warpgroups
+    const int consumer_wg = warp_group - 1;    // 0 or 1: rows [64*wg, 64*wg + 64) of the tile
+
+    TiledMmaQK mma_qk;
+    TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(ct);
+    auto thr_pv = mma_pv.get_thread_slice(ct);
+
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, 1, 8) smem descriptors
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);  // (MMA, 1, 8, stages)
+    Tensor tOrV = thr_pv.partition_fragment_B(sV);  // (MMA, 1, 8, stages)
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{});   // fp32
+    Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{});  // fp32
+    // P as the RS A operand: ((2,2,2), 1, 8 k-blocks) bf16. For 16-bit A the register layout holds,
+    // per thread, exactly the (row, col) pairs of the accumulator, and the compact linear order of
+    // ((2,2,2),1,8) coincides with that of the accumulator's ((2,2,16),1,1): value (c, r, j) of S is
+    // element c + 2r + 4j of both (j = 2*kblock + half). A straight element-wise convert suffices.
+    Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+    static_assert(decltype(size(tSrS))::value == 64 && decltype(size(tOrP))::value == 64 &&
+                      decltype(size(tOrO))::value == 64,
+                  "unexpected per-thread fragment sizes");
+
+    // (row, col) of each accumulator element from an identity tensor partitioned like the accumulator.
+    Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+    int row[2];   // global query row of this thread's two rows
+    int col[kColGroups][2];
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) row[r] = m_block * C::kBlockM + get<0>(tScS(acc_idx(0, r, 0)));
+    CUTE_UNROLL
+    for (int j = 0; j < kColGroups; ++j) {
+      CUTE_UNROLL
+      for (int c = 0; c < 2; ++c) col[j][c] = get<1>(tScS(acc_idx(c, 0, j)));
+    }
+    const uint16_t* mask_row[2] = {nullptr, nullptr};
+    if (kp.mask != nullptr) {
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r)
+        if (row[r] < kp.seqlen_q)
+          mask_row[r] = kp.mask + int64_t(batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride;
+    }
+    // Tiles that need the per-element mask path: every tile with a mask tensor; the Sk tail tile; the
+    // causal tiles that reach past the block's first row.
+    const int first_row = m_block * C::kBlockM;
+    const bool tail = (kp.seqlen_k % C::kBlockN) != 0;
+
+    float m[2] = {kNegInf, kNegInf};
+    float l[2] = {0.f, 0.f};
+    clear(tOrO);
+
+    cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, 0);
+
+    const TileWalker walk(kp, batch, m_block, n_tiles);
+
+    // Issue S = Q K^T on a K stage (asynchronous: the caller waits).
+    auto issue_qk = [&](int stage) {
+      mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(tSrS);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+        cute::gemm(mma_qk, tSrQ(_, _, kb), tSrK(_, _, kb, stage), tSrS);
+        mma_qk.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+    };
+    // Issue O += P V for the V stage (asynchronous).
+    auto issue_pv = [&](int stage) {
+      warpgroup_fence_operand(tOrO);
+      warpgroup_fence_operand(tOrP);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, stage), tOrO);
+      warpgroup_commit_batch();
+    };
+    float rescale[2];
+    auto softmax = [&](int n) {
+      const int key0 = n * C::kBlockN;
+      const bool masked = kp.mask != nullptr || !kp.fold_scale || (tail && n == n_tiles - 1) ||
+                          (kp.causal && key0 + C::kBlockN - 1 > first_row);
+      if (masked)
+        softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, walk.kind(n) != kTileZero);
+      else
+        softmax_tile<false>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, false);
+    };
+    auto convert_p = [&]() {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) tOrP(i) = Element(tSrS(i));
+    };
+
+    auto rescale_o = [&]() {
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        CUTE_UNROLL
+        for (int j = 0; j < kColGroups; ++j) {
+          CUTE_UNROLL
+          for (int c = 0; c < 2; ++c) tOrO(acc_idx(c, r, j)) *= rescale[r];
+        }
+      }
+    };
+
+    if constexpr (!kPipelined) {
+      // Plain loop: every step waits for its GEMM before going on.
+      PipeState st;
+      for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
+        pipe_k.consumer_wait(st);
+        issue_qk(st.index());
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(st);
+        softmax(n);
+        rescale_o();
+        convert_p();
+        pipe_v.consumer_wait(st);
+        issue_pv(st.index());
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipe_v.consumer_release(st);
+        ++st;
+      }
+    } else {
+      // Inter-warpgroup ping-pong (brief §3): the two consumer warpgroups take turns issuing their
+      // GEMMs, so one warpgroup's softmax runs while the other's wgmma occupy the tensor cores. Turn
+      // barrier T_w (256 threads: w syncs, the other arrives). Both warpgroups visit the same tiles, so
+      // they have the same number k of issue points; warpgroup 0 goes first (warpgroup 1 arrives on T_0
+      // once up front and skips its arrive after its last issue point), keeping every barrier balanced:
+      // T_0 gets k syncs and 1 + (k - 1) arrives, T_1 k syncs and k arrives.
+      auto turn_wait = [&]() { cutlass::arch::NamedBarrier::sync(256, kTurnBarrierBase + consumer_wg); };
+      auto turn_pass = [&](bool last) {
+        if (!(last && consumer_wg == 1)) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + (1 - consumer_wg));
+      };
+
+      // Intra-warpgroup overlap (brief §3): while the softmax of tile i runs on the CUDA cores, the
+      // tensor cores compute P_{i-1} V_{i-1}. S_i and PV_{i-1} are issued back to back; wait<1> returns
+      // once S_i (committed first) is done; O is rescaled only after wait<0> (PV_{i-1} landed), and P's
+      // registers are overwritten only then (the RS wgmma reads them until it completes).
+      PipeState st_k, st_v;  // consumer start: stage 0, phase 0; V lags K by one tile
+      int n = walk.next(0);
+      if (n < n_tiles) {
+        if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
+        pipe_k.consumer_wait(st_k);
+        turn_wait();
+        issue_qk(st_k.index());
+        turn_pass(false);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(st_k);
+        ++st_k;
+        softmax(n);  // O is still 0: its rescale is moot
+        convert_p();
+
+        for (n = walk.next(n + 1); n < n_tiles; n = walk.next(n + 1)) {
+          pipe_k.consumer_wait(st_k);
+          pipe_v.consumer_wait(st_v);
+          turn_wait();
+          issue_qk(st_k.index());
+          issue_pv(st_v.index());
+          turn_pass(false);
+          warpgroup_wait<1>();
+          warpgroup_fence_operand(tSrS);
+          pipe_k.consumer_release(st_k);
+          ++st_k;
+          softmax(n);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          // Keep P's registers live until the RS wgmma that reads them asynchronously has completed:
+          // without this the compiler may hand them to the softmax above as temporaries.
+          warpgroup_fence_operand(tOrP);
+          pipe_v.consumer_release(st_v);
+          ++st_v;
+          rescale_o();
+          convert_p();
+        }
+
+        pipe_v.consumer_wait(st_v);
+        turn_wait();
+        issue_pv(st_v.index());
+        turn_pass(true);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipe_v.consumer_release(st_v);
+      }
+    }  // kPipelined
+
+    // ---------------------------------------------------------------- epilogue
+    float inv_l[2];
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const float total = quad_sum(l[r]);
+      inv_l[r] = total > 0.f ? 1.f / total : 0.f;  // l == 0: every key was -inf -> O = 0
+    }
+    // Stage O in this warpgroup's own 64 rows of the Q tile: only this warpgroup's wgmma read them,
+    // and all of those completed (warpgroup_wait<0> above).
+    Tensor sO = sQ;
+    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      CUTE_UNROLL
+      for (int j = 0; j < kColGroups; ++j) {
+        const int i0 = acc_idx(0, r, j);
+        const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
+        __nv_bfloat162 pair = __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
+        // Columns cc, cc+1 are adjacent in the swizzled layout (the swizzle permutes 16-byte chunks).
+        *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) = pair;
+      }
+    }
+    cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
+
+    // 16-byte coalesced stores: 16 chunks per 256-byte row, 128 threads cover 8 rows per pass.
+    constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
+    constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
+    constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
+    const int t = ct % 128;
+    const int chunk = t % kChunksPerRow;
+    const int64_t o_row_stride = int64_t(kp.heads_q) * C::kHeadDim;
+    CUTE_UNROLL
+    for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
+      const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
+      const int q_row = m_block * C::kBlockM + r_local;
+      if (q_row < kp.seqlen_q) {
+        const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
+        Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head) * C::kHeadDim +
+                       chunk * kChunk;
+        *reinterpret_cast<uint4*>(dst) = val;
+      }
+    }
+  }
+#endif  // sm_90a
+}
+
+// ----------------------------------------------------------------------------------------------
+// Host launcher
+// ----------------------------------------------------------------------------------------------
+
+// Mask summary scratch: live-row words (uint32, zeroed per call) then tile kinds (bytes).
+struct SummaryLayout {
+  int mask_batches = 0, m_blocks = 0, n_blocks = 0;
+  size_t live_bytes = 0, kinds_bytes = 0;
+  size_t total() const { return live_bytes + kinds_bytes; }
+};
+
+inline SummaryLayout summary_layout(const AttentionParams& p) {
+  SummaryLayout s;
+  if (p.mask == nullptr || !p.skip || p.seqlen_q < 1 || p.seqlen_k < 1 || p.batch < 1) return s;
+  s.mask_batches = p.mask_batch_stride == 0 ? 1 : p.batch;
+  s.m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
+  s.n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
+  const size_t blocks = size_t(s.mask_batches) * s.m_blocks;
+  s.live_bytes = blocks * kLiveWordsPerBlock * sizeof(uint32_t);
+  s.kinds_bytes = (blocks * s.n_blocks + 15) / 16 * 16;
+  return s;
+}
+
+inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p).total(); }
+
+inline AttentionStatus launch(const AttentionParams& p) {
+  if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.o == nullptr) return AttentionStatus::kInvalidArgument;
+  if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
+      p.heads_q % p.heads_kv != 0)
+    return AttentionStatus::kInvalidArgument;
+  const int m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
+  if (m_blocks > 65535 || p.batch > 65535) return AttentionStatus::kInvalidArgument;  // grid y/z limits
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.o)})
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return AttentionStatus::kInvalidArgument;  // TMA / uint4 stores
+  if (p.mask != nullptr && reinterpret_cast<uintptr_t>(p.mask) % 2 != 0) return AttentionStatus::kInvalidArgument;
+
+  KernelParams kp{
+      make_tma_q(static_cast<const Element*>(p.q), p.seqlen_q, p.heads_q, p.batch),
+      make_tma_k(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch),
+      make_tma_v(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch),
+      static_cast<Element*>(p.o),
+      static_cast<const uint16_t*>(p.mask),
+      p.mask_batch_stride,
+      p.mask_row_stride,
+      p.batch,
+      p.heads_q,
+      p.heads_kv,
+      p.seqlen_q,
+      p.seqlen_k,
+      p.heads_q / p.heads_kv,
+      p.scale,
+      p.scale * kLog2e,
+      p.scale > 0.f,
+      p.causal,
+      nullptr,
+      nullptr,
+      0,
+      p.mask_batch_stride == 0,
+  };
+
+  const SummaryLayout sl = summary_layout(p);
+  if (sl.total() > 0) {
+    if (p.workspace == nullptr || p.workspace_bytes < sl.total()) return AttentionStatus::kWorkspaceTooSmall;
+    auto* live = static_cast<uint32_t*>(p.workspace);
+    auto* kinds = static_cast<uint8_t*>(p.workspace) + sl.live_bytes;
+    if (cudaMemsetAsync(live, 0, sl.live_bytes, p.stream) != cudaSuccess) return AttentionStatus::kLaunchFailed;
+    MaskSummaryParams sp{static_cast<const uint16_t*>(p.mask), p.mask_batch_stride, p.mask_row_stride, p.seqlen_q,
+                         p.seqlen_k, p.causal, sl.m_blocks, sl.n_blocks, kinds, live};
+    if (sl.n_blocks > 0x7fffffff || sl.m_blocks > 65535 || sl.mask_batches > 65535) return AttentionStatus::kInvalidArgument;
+    mask_summary_kernel<C::kBlockM, C::kBlockN>
+        <<<dim3(sl.n_blocks, sl.m_blocks, sl.mask_batches), 128, 0, p.stream>>>(sp);
+    if (cudaPeekAtLastError() != cudaSuccess) return AttentionStatus::kLaunchFailed;
+    kp.tile_kinds = kinds;
+    kp.live_rows = live;
+    kp.n_blocks = sl.n_blocks;
+  }
+
+  // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
+  static const bool simple_loop = [] {
+    const char* env = std::getenv("VLATTN_ATTN_SIMPLE");
+    return env != nullptr && env[0] != '\0' && env[0] != '0';
+  }();
+  auto kernel = simple_loop ? attention_kernel<false> : attention_kernel<true>;
+
+  // The shared-memory opt-in is per device context: set it once per device (a benign race at worst
+  // sets the same value twice).
+  constexpr int kMaxDevices = 64;
+  static bool smem_attr_set[kMaxDevices] = {};
+  const bool cached = p.device >= 0 && p.device < kMaxDevices && smem_attr_set[p.device];
+  if (!cached) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess)
+      return AttentionStatus::kInitFailed;
+    if (p.device >= 0 && p.device < kMaxDevices) smem_attr_set[p.device] = true;
+  }
+  const dim3 grid(p.heads_q, m_blocks, p.batch);
+  kernel<<<grid, C::kThreads, kSmemBytes, p.stream>>>(kp);
+  return cudaPeekAtLastError() == cudaSuccess ? AttentionStatus::kSuccess : AttentionStatus::kLaunchFailed;
+}
+
+}  // namespace attn_sm90
+}  // namespace vlattn

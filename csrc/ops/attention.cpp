@@ -1,0 +1,149 @@
+// vlattn::attention: tensor checks -> AttentionParams -> the sm_90a fused GQA attention kernel.
+//
+//   attention(Tensor q, Tensor k, Tensor v, Tensor? mask=None, *, bool causal=False, float? scale=None,
+//             bool skip=True) -> Tensor
+//
+// q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] bf16 contiguous (Hq % Hkv == 0; query head h reads KV head
+// h / (Hq / Hkv)); mask: optional additive bf16 [B or 1, 1, Sq, >= Sk] (only the first Sk columns are
+// read; unit column stride, any other strides); causal: keys j > i get -inf (top-left aligned);
+// scale: multiplier of the scores, default 128^-0.5. Returns o [B, Sq, Hq * 128] bf16 (token-major, the
+// O projection's input), i.e. reference.attention(q, k, v, mask, ...).transpose(1, 2).reshape(B, Sq, -1).
+// Deliberate difference from the reference: a row whose keys are all -inf gives 0 (reference: NaN).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "attention/attention_params.h"
+#include "ops/check_strings.h"
+#include "ops/ops.h"
+
+namespace vlattn {
+
+namespace {
+
+using check_strings::dims_str;
+using check_strings::num;
+
+constexpr const char* kOp = "vlattn.attention";
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+void check_qkv(const char* name, const at::Tensor& t) {
+  TORCH_CHECK(t.scalar_type() == at::kBFloat16, kOp, ": ", name, " must be bfloat16; got ", t.scalar_type());
+  TORCH_CHECK(t.dim() == 4, kOp, ": ", name, " must be 4-D [B, heads, seq, ", num(kAttnHeadDim), "]; got ",
+              dims_str(t.sizes()));
+  TORCH_CHECK(t.size(3) == kAttnHeadDim, kOp, ": ", name, " must have head_dim ", num(kAttnHeadDim),
+              " (the only size the kernel is built for); got ", dims_str(t.sizes()));
+  TORCH_CHECK(t.is_contiguous(), kOp, ": ", name, " must be contiguous (layout [B, heads, seq, 128] as the QKV ",
+              "projection writes it); got sizes ", dims_str(t.sizes()), " strides ", dims_str(t.strides()),
+              " (call .contiguous() first)");
+  TORCH_CHECK(t.numel() == 0 || aligned16(t), kOp, ": ", name,
+              " must start at a 16-byte aligned address (TMA); got a view at element offset ", num(t.storage_offset()));
+  TORCH_CHECK(t.size(0) <= std::numeric_limits<int>::max() && t.size(1) <= std::numeric_limits<int>::max() &&
+                  t.size(2) <= std::numeric_limits<int>::max(),
+              kOp, ": ", name, " dims must fit in 32 bits; got ", dims_str(t.sizes()));
+}
+
+}  // namespace
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale, bool skip) {
+  check_qkv("q", q);
+  check_qkv("k", k);
+  check_qkv("v", v);
+  const int64_t batch = q.size(0), heads_q = q.size(1), seqlen_q = q.size(2);
+  const int64_t heads_kv = k.size(1), seqlen_k = k.size(2);
+  TORCH_CHECK(k.size(0) == batch, kOp, ": k must have the batch size of q (", num(batch), "); got k ",
+              dims_str(k.sizes()));
+  TORCH_CHECK(v.sizes() == k.sizes(), kOp, ": v must have the shape of k ", dims_str(k.sizes()), "; got ",
+              dims_str(v.sizes()));
+  TORCH_CHECK(heads_kv >= 1 || batch == 0, kOp, ": k must have at least one head; got ", dims_str(k.sizes()));
+  TORCH_CHECK(heads_kv == 0 || heads_q % heads_kv == 0, kOp, ": q's head count (", num(heads_q),
+              ") must be a multiple of k's head count (", num(heads_kv), ")");
+  for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"k", &k}, {"v", &v}})
+    TORCH_CHECK(t->device() == q.device(), kOp, ": ", name, " must be on ", q.device(), " like q; got ", t->device());
+
+  int64_t mask_batch_stride = 0, mask_row_stride = 0;
+  if (mask.has_value()) {
+    const at::Tensor& m = *mask;
+    TORCH_CHECK(m.scalar_type() == at::kBFloat16, kOp, ": mask must be bfloat16 (additive, like q); got ",
+                m.scalar_type());
+    TORCH_CHECK(m.device() == q.device(), kOp, ": mask must be on ", q.device(), " like q; got ", m.device());
+    TORCH_CHECK(m.dim() == 4 && (m.size(0) == batch || m.size(0) == 1) && m.size(1) == 1 && m.size(2) == seqlen_q &&
+                    m.size(3) >= seqlen_k,
+                kOp, ": mask must be [B or 1, 1, Sq, >= Sk] = [", num(batch), " or 1, 1, ", num(seqlen_q), ", >= ",
+                num(seqlen_k), "]; got ", dims_str(m.sizes()));
+    TORCH_CHECK(m.stride(3) == 1 || m.size(3) <= 1, kOp, ": mask must have unit stride in its last dim; got strides ",
+                dims_str(m.strides()));
+    mask_batch_stride = m.size(0) == 1 ? 0 : m.stride(0);
+    mask_row_stride = m.stride(2);
+  }
+  double scale_value = 1.0 / std::sqrt(static_cast<double>(kAttnHeadDim));
+  if (scale.has_value()) {
+    scale_value = *scale;
+    TORCH_CHECK(std::isfinite(scale_value), kOp, ": scale must be finite; got ", std::to_string(scale_value));
+  }
+
+  check_sm90_device(kOp, q);
+
+  at::Tensor out = at::empty({batch, seqlen_q, heads_q * kAttnHeadDim}, q.options());
+  if (batch == 0 || seqlen_q == 0 || heads_q == 0) return out;
+  if (seqlen_k == 0) return out.zero_();  // softmax over no keys: the reference's P v is an empty sum
+
+  const c10::cuda::CUDAGuard guard(q.device());
+  AttentionParams p;
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.o = out.data_ptr();
+  p.batch = static_cast<int>(batch);
+  p.heads_q = static_cast<int>(heads_q);
+  p.heads_kv = static_cast<int>(heads_kv);
+  p.seqlen_q = static_cast<int>(seqlen_q);
+  p.seqlen_k = static_cast<int>(seqlen_k);
+  if (mask.has_value()) {
+    p.mask = mask->data_ptr();
+    p.mask_batch_stride = mask_batch_stride;
+    p.mask_row_stride = mask_row_stride;
+  }
+  p.scale = static_cast<float>(scale_value);
+  p.causal = causal;
+  p.skip = skip;
+  p.device = q.get_device();
+  p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
+  p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
+
+  // Mask-summary scratch from the caching allocator (capturable in CUDA graphs; no host sync).
+  at::Tensor workspace;
+  p.workspace_bytes = attention_workspace_bytes(p);
+  if (p.workspace_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, q.options().dtype(at::kByte));
+    p.workspace = workspace.data_ptr();
+  }
+
+  const AttentionStatus status = attention_sm90(p);
+  TORCH_CHECK(status == AttentionStatus::kSuccess, kOp, ": kernel failed for B=", num(batch), " Hq=", num(heads_q),
+              " Hkv=", num(heads_kv), " Sq=", num(seqlen_q), " Sk=", num(seqlen_k), ": ",
+              attention_status_string(status));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+}  // namespace vlattn
+
+// The schema lives here, beside its implementation; csrc/torch_bindings.cpp owns TORCH_LIBRARY(vlattn).
+TORCH_LIBRARY_FRAGMENT(vlattn, m) {
+  m.def("attention(Tensor q, Tensor k, Tensor v, Tensor? mask=None, *, bool causal=False, float? scale=None, "
+        "bool skip=True) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(vlattn, CUDA, m) { m.impl("attention", &vlattn::attention); }
+
+// On CPU the same entry point validates the arguments, then raises "needs CUDA tensors" instead of the
+// dispatcher's generic "could not run ... with arguments from the 'CPU' backend".
+TORCH_LIBRARY_IMPL(vlattn, CPU, m) { m.impl("attention", &vlattn::attention); }

@@ -1,0 +1,453 @@
+"""vlattn.attention (the sm_90a fused GQA attention kernel) against vlattn.reference.attention.
+
+Each case checks the kernel's o [B, Sq, Hq*128] against
+- the bf16 reference (the seeds' numerics), under the benchmark's rule: |out - ref| <= 1e-2 + 0.05|ref|
+  on >= 99% of the elements, no NaN/Inf;
+- the fp32 reference (same math on fp32 inputs), FlashAttention's rule: max error no more than 2x the
+  bf16 reference's own max error + 1e-3, and the same for the relative Frobenius error (+1e-4).
+Shapes: the attention shapes of the 007 / 034 workloads (small batch), tails, GQA ratios, Sq != Sk.
+Masks: random additive, key/query padding, causal (tensor with bf16 min / -inf, and the causal flag),
+fully masked finite rows (uniform average), all -inf rows (0 here, NaN in the reference), batch
+broadcast, mask wider than Sk, odd row strides. Determinism: two runs and skip on/off are bitwise equal.
+The tensor checks of csrc/ops/attention.cpp run on CPU too (they need only the built extension).
+
+Run: PYTHONPATH=python python -m pytest -q tests/test_attention.py   (GPU tests skip without sm_90)
+"""
+import math
+
+import pytest
+import torch
+
+import vlattn
+from vlattn import reference
+from vlattn import workloads as W
+from vlattn.attention import attention
+from conftest import BF16, rel_fro, requires_ext, requires_sm90
+
+D = 128
+ATOL, RTOL = 1e-2, 0.05
+BF16_MIN = torch.finfo(BF16).min
+
+
+@pytest.fixture
+def highest_fp32_matmul():
+    """The fp32 reference must be fp32 (no TF32)."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(previous)
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+def qkv(batch, heads_q, heads_kv, seqlen_q, seqlen_k, device="cuda"):
+    q = torch.randn(batch, heads_q, seqlen_q, D, dtype=BF16, device=device)
+    k = torch.randn(batch, heads_kv, seqlen_k, D, dtype=BF16, device=device)
+    v = torch.randn(batch, heads_kv, seqlen_k, D, dtype=BF16, device=device)
+    return q, k, v
+
+
+def token_major(o):
+    """reference [B, Hq, Sq, D] -> the kernel's [B, Sq, Hq*D]."""
+    b, h, s, d = o.shape
+    return o.transpose(1, 2).reshape(b, s, h * d)
+
+
+def references(q, k, v, mask, causal, scale):
+    ref = reference.attention(q, k, v, mask, causal=causal, scale=scale)
+    ref32 = reference.attention(q.float(), k.float(), v.float(), None if mask is None else mask.float(),
+                                causal=causal, scale=scale)
+    return token_major(ref), token_major(ref32)
+
+
+def make_mask(kind, batch, seqlen_q, seqlen_k, *, width=None, device="cuda"):
+    """Additive bf16 masks [B, 1, Sq, width or Sk]."""
+    width = seqlen_k if width is None else width
+    shape = (batch, 1, seqlen_q, width)
+    if kind == "random":
+        return torch.randn(shape, dtype=BF16, device=device) * 4
+    if kind in ("causal_min", "causal_inf"):
+        fill = BF16_MIN if kind == "causal_min" else float("-inf")
+        m = torch.full((seqlen_q, width), fill, dtype=BF16, device=device).triu(1)
+        return m.expand(shape).contiguous()
+    if kind == "key_padding":  # every batch entry keeps its first len_b keys (at least one)
+        lens = torch.randint(1, seqlen_k + 1, (batch,), device=device)
+        cols = torch.arange(width, device=device)
+        m = torch.where(cols[None, :] < lens[:, None], 0.0, BF16_MIN).to(BF16)
+        return m[:, None, None, :].expand(shape).contiguous()
+    if kind == "query_padding":  # rows i >= len_b are masked everywhere (finite): uniform average
+        lens = torch.randint(1, seqlen_q + 1, (batch,), device=device)
+        rows = torch.arange(seqlen_q, device=device)
+        m = torch.where(rows[None, :] < lens[:, None], 0.0, BF16_MIN).to(BF16)
+        return m[:, None, :, None].expand(shape).contiguous()
+    if kind in ("blocky", "blocky_dead_row"):
+        # Tile-structured (128 x 128) mask exercising the summary's kinds and thresholds: each tile is
+        # zero, random, or dead (a mix of -2^100, bf16 min and -inf); a few keys sit exactly at the live
+        # threshold -2^99. Row block 0 keeps tile 0 random so every row has a live key. "blocky_dead_row"
+        # also makes row 5 dead everywhere (its q-block then processes every tile).
+        m = torch.empty(shape, dtype=torch.float32, device=device)
+        for i0 in range(0, seqlen_q, 128):
+            for j0 in range(0, width, 128):
+                choice = torch.randint(0, 3, ()).item() if (i0, j0) != (0, 0) else 1
+                tile = m[:, :, i0:i0 + 128, j0:j0 + 128]
+                if choice == 0:
+                    tile.zero_()
+                elif choice == 1:
+                    tile.normal_().mul_(4)
+                else:
+                    dead = torch.tensor([-2.0**100, BF16_MIN, float("-inf")], device=device)
+                    tile.copy_(dead[torch.randint(0, 3, tile.shape, device=device)])
+        live_edge = torch.rand(shape, device=device) < 0.01
+        m[live_edge] = -2.0**99
+        if kind == "blocky_dead_row" and seqlen_q > 5:
+            m[:, :, 5, :] = BF16_MIN
+        return m.to(BF16)
+    raise ValueError(kind)
+
+
+def assert_close(out, ref, ref32, what, *, rows_ok=None):
+    """Benchmark rule vs the bf16 reference and FA's rule vs the fp32 one. ``rows_ok`` [B, Sq] bool
+    selects the query rows to compare (others are checked by the caller)."""
+    assert out.shape == ref.shape and out.dtype == BF16, f"{what}: shape {tuple(out.shape)} dtype {out.dtype}"
+    assert torch.isfinite(out).all(), f"{what}: NaN/Inf in the output"
+    if rows_ok is not None:
+        out, ref, ref32 = out[rows_ok], ref[rows_ok], ref32[rows_ok]
+    result = W.check_close(out, ref, atol=ATOL, rtol=RTOL)
+    assert result.ok, f"{what}: benchmark rule vs bf16 reference: {result}"
+    err = (out.float() - ref32).abs().max().item()
+    ref_err = (ref.float() - ref32).abs().max().item()
+    assert err <= 2 * ref_err + 1e-3, f"{what}: max error vs fp32 {err:.3e}, bf16 reference's {ref_err:.3e}"
+    fro, ref_fro = rel_fro(out, ref32), rel_fro(ref, ref32)
+    assert fro <= 2 * ref_fro + 1e-4, f"{what}: rel. Frobenius error vs fp32 {fro:.3e}, bf16 reference's {ref_fro:.3e}"
+
+
+def check(batch, heads_q, heads_kv, seqlen_q, seqlen_k, *, mask_kind=None, causal=False, scale=None, width=None,
+          broadcast=False):
+    q, k, v = qkv(batch, heads_q, heads_kv, seqlen_q, seqlen_k)
+    mask = None
+    if mask_kind is not None:
+        mask = make_mask(mask_kind, 1 if broadcast else batch, seqlen_q, seqlen_k, width=width)
+    what = (f"B={batch} Hq={heads_q} Hkv={heads_kv} Sq={seqlen_q} Sk={seqlen_k} mask={mask_kind} causal={causal} "
+            f"scale={scale} width={width} broadcast={broadcast}")
+    out = attention(q, k, v, mask, causal=causal, scale=scale)
+    ref, ref32 = references(q, k, v, mask, causal, scale)
+    assert_close(out, ref, ref32, what)
+    return q, k, v, mask, out
+
+
+# --------------------------------------------------------------------------------------------
+# Numerics on the workloads' attention shapes
+# --------------------------------------------------------------------------------------------
+
+SHAPES_007 = [(2, 28, 4, s, s) for s in (128, 256, 541, 613, 1024)]
+SHAPES_034 = [(2, 32, 8, lq, lk) for lq, lk in ((128, 196), (373, 588), (541, 980))]
+
+
+@requires_sm90
+@pytest.mark.parametrize("shape", SHAPES_007, ids=[f"007-S{s[3]}" for s in SHAPES_007])
+@pytest.mark.parametrize("mask_kind", ["causal_min", "random", None])
+def test_007_shapes(shape, mask_kind, highest_fp32_matmul):
+    check(*shape, mask_kind=mask_kind)
+
+
+@requires_sm90
+@pytest.mark.parametrize("shape", SHAPES_034, ids=[f"034-Lq{s[3]}-Lk{s[4]}" for s in SHAPES_034])
+@pytest.mark.parametrize("scale", [None, 1 / math.sqrt(D)])
+def test_034_shapes(shape, scale, highest_fp32_matmul):
+    check(*shape, scale=scale)
+
+
+@requires_sm90
+@pytest.mark.parametrize("seqlen", [128, 541, 1024])
+def test_causal_flag(seqlen, highest_fp32_matmul):
+    check(2, 28, 4, seqlen, seqlen, causal=True)
+
+
+@requires_sm90
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(100, 300), (300, 100), (541, 980), (1, 129)])
+def test_causal_flag_sq_ne_sk(seqlen_q, seqlen_k, highest_fp32_matmul):
+    """Top-left aligned: row i sees keys j <= i, also when Sq != Sk."""
+    check(1, 4, 1, seqlen_q, seqlen_k, causal=True)
+
+
+@requires_sm90
+@pytest.mark.parametrize("mask_kind", ["random", "key_padding", "causal_inf", "causal_min"])
+def test_causal_flag_and_mask(mask_kind, highest_fp32_matmul):
+    check(2, 4, 2, 300, 300, mask_kind=mask_kind, causal=True)
+
+
+@requires_sm90
+@pytest.mark.parametrize("mask_kind", ["random", "key_padding", "query_padding", "causal_min", "causal_inf"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(541, 541), (373, 588), (129, 17)])
+def test_masks(mask_kind, seqlen_q, seqlen_k, highest_fp32_matmul):
+    check(2, 8, 2, seqlen_q, seqlen_k, mask_kind=mask_kind)
+
+
+@requires_sm90
+@pytest.mark.parametrize("heads_q,heads_kv", [(2, 2), (8, 2), (7, 1), (28, 4)])
+def test_gqa_ratios(heads_q, heads_kv, highest_fp32_matmul):
+    check(2, heads_q, heads_kv, 200, 333, mask_kind="random")
+
+
+TAILS = [1, 17, 127, 129]
+
+
+@requires_sm90
+@pytest.mark.parametrize("seqlen_q", TAILS)
+@pytest.mark.parametrize("seqlen_k", TAILS)
+def test_tails(seqlen_q, seqlen_k, highest_fp32_matmul):
+    check(2, 4, 2, seqlen_q, seqlen_k)
+    check(1, 4, 2, seqlen_q, seqlen_k, mask_kind="random")
+
+
+@requires_sm90
+@pytest.mark.parametrize("mask_kind", ["random", "causal_min"])
+def test_mask_batch_broadcast(mask_kind, highest_fp32_matmul):
+    check(3, 4, 2, 200, 200, mask_kind=mask_kind, broadcast=True)
+
+
+@requires_sm90
+@pytest.mark.parametrize("width_extra", [1, 37])
+def test_mask_wider_than_sk(width_extra, highest_fp32_matmul):
+    """Only the first Sk columns are read; the row stride (Sk + extra) may be odd."""
+    check(2, 4, 2, 150, 250, mask_kind="random", width=250 + width_extra)
+    check(1, 4, 2, 150, 250, mask_kind="random", width=250 + width_extra, broadcast=True)
+
+
+@requires_sm90
+def test_mask_strided_view(highest_fp32_matmul):
+    """A non-contiguous mask view: batch stride and row stride from a larger tensor."""
+    q, k, v = qkv(2, 4, 2, 130, 140)
+    big = torch.randn(2, 3, 131, 141, dtype=BF16, device="cuda") * 4
+    mask = big[:, 1:2, 1:, 1:]  # [2, 1, 130, 140], odd offsets and strides
+    out = attention(q, k, v, mask)
+    ref, ref32 = references(q, k, v, mask, False, None)
+    assert_close(out, ref, ref32, "strided mask view")
+
+
+# --------------------------------------------------------------------------------------------
+# Fully masked rows
+# --------------------------------------------------------------------------------------------
+
+@requires_sm90
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(130, 300), (541, 541)])
+def test_fully_masked_finite_rows(seqlen_q, seqlen_k, highest_fp32_matmul):
+    """Rows whose mask is bf16 min everywhere: the reference's softmax over equal values, i.e. the
+    uniform average of v over all Sk keys. Never NaN."""
+    q, k, v = qkv(2, 4, 2, seqlen_q, seqlen_k)
+    mask = make_mask("random", 2, seqlen_q, seqlen_k)
+    dead = torch.rand(2, seqlen_q, device="cuda") < 0.3
+    mask[:, 0][dead] = BF16_MIN
+    out = attention(q, k, v, mask)
+    ref, ref32 = references(q, k, v, mask, False, None)
+    assert_close(out, ref, ref32, "fully masked finite rows")
+    uniform = v.float().mean(dim=2).repeat_interleave(2, dim=1)  # [B, Hq, D]: query head h -> KV head h // 2
+    got = out.float().view(2, seqlen_q, 4, D)
+    for b in range(2):
+        rows = dead[b].nonzero().flatten()
+        if rows.numel():
+            err = (got[b, rows] - uniform[b][None]).abs().max().item()
+            assert err <= 1e-2, f"fully masked rows of batch {b}: max |out - mean(v)| = {err:.3e}"
+
+
+@requires_sm90
+@pytest.mark.parametrize("causal", [False, True])
+def test_all_neg_inf_rows_give_zero(causal, highest_fp32_matmul):
+    """Rows whose keys are all -inf: 0 (the reference gives NaN there; documented deviation).
+    The other rows are unaffected."""
+    seqlen = 257
+    q, k, v = qkv(2, 4, 2, seqlen, seqlen)
+    mask = make_mask("random", 2, seqlen, seqlen)
+    dead = torch.rand(2, seqlen, device="cuda") < 0.2
+    dead[:, 0] = True
+    mask[:, 0][dead] = float("-inf")
+    out = attention(q, k, v, mask, causal=causal)
+    assert torch.isfinite(out).all(), "NaN/Inf in the output"
+    assert (out[dead] == 0).all(), "all -inf rows must be exactly 0"
+    ref, ref32 = references(q, k, v, mask, causal, None)
+    assert_close(out, ref, ref32, "rows with live keys", rows_ok=~dead)
+
+
+# --------------------------------------------------------------------------------------------
+# Determinism and exact skipping
+# --------------------------------------------------------------------------------------------
+
+@requires_sm90
+@pytest.mark.parametrize("mask_kind,causal", [(None, False), ("random", False), ("causal_min", False), (None, True)])
+def test_two_runs_bitwise_identical(mask_kind, causal):
+    q, k, v = qkv(2, 28, 4, 541, 541)
+    mask = None if mask_kind is None else make_mask(mask_kind, 2, 541, 541)
+    a = attention(q, k, v, mask, causal=causal)
+    b = attention(q, k, v, mask, causal=causal)
+    assert torch.equal(a, b)
+
+
+SKIP_KINDS = ["causal_min", "causal_inf", "key_padding", "query_padding", "random", "blocky", "blocky_dead_row"]
+
+
+@requires_sm90
+@pytest.mark.parametrize("mask_kind", SKIP_KINDS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_skip_on_off_bitwise_identical(mask_kind, causal, broadcast):
+    """Skipping dead mask tiles and the loads of all-zero tiles is exact (design brief §5): skip=True
+    and skip=False agree bitwise."""
+    q, k, v = qkv(2, 8, 2, 613, 700)
+    mask = make_mask(mask_kind, 1 if broadcast else 2, 613, 700)
+    on = attention(q, k, v, mask, causal=causal, skip=True)
+    off = attention(q, k, v, mask, causal=causal, skip=False)
+    assert torch.equal(on, off)
+
+
+@requires_sm90
+@pytest.mark.parametrize("mask_kind", ["blocky", "blocky_dead_row"])
+@pytest.mark.parametrize("skip", [True, False])
+def test_blocky_masks(mask_kind, skip, highest_fp32_matmul):
+    """Tile-structured masks with threshold values (-2^100, -2^99, bf16 min, -inf) vs the references."""
+    q, k, v = qkv(2, 8, 2, 541, 700)
+    mask = make_mask(mask_kind, 2, 541, 700)
+    out = attention(q, k, v, mask, skip=skip)
+    ref, ref32 = references(q, k, v, mask, False, None)
+    assert_close(out, ref, ref32, f"{mask_kind} skip={skip}")
+
+
+_LOOP_SCRIPT = r"""
+import sys, torch
+from vlattn.attention import attention
+torch.manual_seed(int(sys.argv[2]))
+outs = []
+for (b, hq, hkv, sq, sk, mask, causal) in [(2, 8, 2, 541, 541, True, False), (1, 4, 1, 300, 700, False, True),
+                                           (2, 4, 2, 17, 129, False, False), (1, 28, 4, 613, 613, True, True)]:
+    q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    m = torch.randn(b, 1, sq, sk, dtype=torch.bfloat16, device="cuda") * 4 if mask else None
+    outs.append(attention(q, k, v, m, causal=causal).cpu())
+torch.save(outs, sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_simple_loop_matches_pipelined(tmp_path, rng_seed):
+    """VLATTN_ATTN_SIMPLE=1 selects the plain consumer loop (no overlap, no ping-pong); it performs the
+    same arithmetic in the same order, so both loops must agree bitwise (run in subprocesses: the
+    choice is read once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    results = []
+    for simple in ("1", "0"):
+        path = tmp_path / f"out_{simple}.pt"
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
+        env = dict(os.environ, VLATTN_ATTN_SIMPLE=simple,
+                   PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        subprocess.run([sys.executable, "-c", _LOOP_SCRIPT, str(path), str(rng_seed)], env=env, check=True,
+                       timeout=600)
+        results.append(torch.load(path))
+    for i, (a, b) in enumerate(zip(*results)):
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: simple and pipelined loops differ"
+
+
+@requires_sm90
+def test_causal_flag_matches_causal_tensor(highest_fp32_matmul):
+    """The causal flag and an explicit -inf / bf16-min causal tensor give the same answer (closely)."""
+    q, k, v = qkv(2, 4, 2, 300, 300)
+    flag = attention(q, k, v, causal=True)
+    for kind in ("causal_inf", "causal_min"):
+        tensor = attention(q, k, v, make_mask(kind, 2, 300, 300))
+        assert (flag.float() - tensor.float()).abs().max().item() <= 2e-2, kind
+
+
+@requires_sm90
+def test_non_default_stream_and_cuda_graph():
+    """Runs on the current stream and is capturable (no host sync, caching-allocator memory)."""
+    q, k, v = qkv(1, 4, 2, 200, 300)
+    mask = make_mask("random", 1, 200, 300)
+    expected = attention(q, k, v, mask)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        on_stream = attention(q, k, v, mask)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert torch.equal(on_stream, expected)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = attention(q, k, v, mask)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, expected)
+
+
+@requires_sm90
+def test_opcheck():
+    q, k, v = qkv(1, 4, 2, 70, 90)
+    mask = make_mask("random", 1, 70, 90)
+    torch.library.opcheck(torch.ops.vlattn.attention.default, (q, k, v, mask), {"causal": False, "scale": 0.1})
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor checks (CPU tensors reach the same C++ checks; no GPU needed)
+# --------------------------------------------------------------------------------------------
+
+def cpu_qkv(batch=1, heads_q=4, heads_kv=2, seqlen_q=5, seqlen_k=7):
+    return qkv(batch, heads_q, heads_kv, seqlen_q, seqlen_k, device="cpu")
+
+
+def _bad(**overrides):
+    q, k, v = cpu_qkv()
+    args = {"q": q, "k": k, "v": v, "mask": None}
+    args.update(overrides)
+    return args
+
+
+VALIDATION_CASES = {
+    "q_dtype": (lambda: _bad(q=cpu_qkv()[0].float()), "q must be bfloat16"),
+    "k_dims": (lambda: _bad(k=cpu_qkv()[1][0]), "k must be 4-D"),
+    "v_head_dim": (lambda: _bad(v=torch.zeros(1, 2, 7, 64, dtype=BF16)), "v must have head_dim 128"),
+    "q_noncontig": (lambda: _bad(q=cpu_qkv()[0].transpose(1, 2)), "q must be contiguous"),
+    "gqa_ratio": (lambda: _bad(k=torch.zeros(1, 3, 7, D, dtype=BF16), v=torch.zeros(1, 3, 7, D, dtype=BF16)),
+                  "must be a multiple of k's head count"),
+    "batch": (lambda: _bad(k=torch.zeros(2, 2, 7, D, dtype=BF16), v=torch.zeros(2, 2, 7, D, dtype=BF16)),
+              "k must have the batch size of q"),
+    "v_shape": (lambda: _bad(v=torch.zeros(1, 2, 6, D, dtype=BF16)), "v must have the shape of k"),
+    "mask_dtype": (lambda: _bad(mask=torch.zeros(1, 1, 5, 7)), "mask must be bfloat16"),
+    "mask_narrow": (lambda: _bad(mask=torch.zeros(1, 1, 5, 6, dtype=BF16)), "mask must be [B or 1, 1, Sq, >= Sk]"),
+    "mask_heads": (lambda: _bad(mask=torch.zeros(1, 4, 5, 7, dtype=BF16)), "mask must be [B or 1, 1, Sq, >= Sk]"),
+    "mask_col_stride": (lambda: _bad(mask=torch.zeros(1, 1, 7, 5, dtype=BF16).transpose(2, 3)),
+                        "mask must have unit stride in its last dim"),
+    "q_misaligned": (lambda: _bad(q=torch.zeros(4 * 5 * D + 1, dtype=BF16)[1:].view(1, 4, 5, D)),
+                     "q must start at a 16-byte aligned address"),
+    "cpu": (lambda: _bad(), "needs CUDA tensors"),
+}
+
+
+@requires_ext
+@pytest.mark.parametrize("case", list(VALIDATION_CASES))
+def test_validation_messages(case):
+    make_args, message = VALIDATION_CASES[case]
+    args = make_args()
+    with pytest.raises(RuntimeError, match="vlattn.attention: .*" + message.replace("[", r"\[").replace("]", r"\]")
+                       .replace("(", r"\(").replace(")", r"\)")):
+        torch.ops.vlattn.attention(args["q"], args["k"], args["v"], args["mask"])
+
+
+@requires_ext
+def test_validation_scale_must_be_finite():
+    q, k, v = cpu_qkv()
+    with pytest.raises(RuntimeError, match="vlattn.attention: scale must be finite"):
+        torch.ops.vlattn.attention(q, k, v, None, scale=float("nan"))
+
+
+@requires_ext
+def test_fake_impl_shape():
+    """torch.compile's fake implementation: o [B, Sq, Hq*128] on q's device."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(2, 8, 33, D, dtype=BF16, device="cuda")
+        k = torch.empty(2, 2, 45, D, dtype=BF16, device="cuda")
+        out = torch.ops.vlattn.attention(q, k, k, None, causal=True)
+    assert tuple(out.shape) == (2, 33, 8 * D) and out.dtype == BF16 and out.device.type == "cuda"
