@@ -487,7 +487,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
       if (kt > kt_begin) {
         // Not pipeline.consumer_release(): with a (1,1,1) pipeline it signals cluster rank 0's
         // barrier, which in this real cluster is another CTA's. The ring is CTA-local.
-        cutlass::arch::ClusterBarrier::arrive(&ss.pipeline.empty_barrier_[release.index()]);
+        ss.pipeline.empty_barrier_[release.index()].arrive();
         ++release;
       }
       ++read;

@@ -9,6 +9,7 @@ The same ops are `torch.ops.vlattn.*` (functional and `.out` forms). See README.
 """
 from . import _ext  # noqa: F401  (imports torch, then the compiled extension if it loads)
 from . import reference, workloads
+from .attention import attention
 from .gemm_configs import GEMM_CONFIGS
 from .ops import (
     BACKENDS,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BACKENDS",
     "GEMM_CONFIGS",
+    "attention",
     "available_backends",
     "backend_for",
     "extension_info",

@@ -2,8 +2,8 @@
 C++ schemas in csrc/torch_bindings.cpp (torch.ops.vlattn.*), with their fake implementations.
 
 Backends (DESIGN.md):
-- ``native``: the sm_90a kernels (Hopper). Today: the fused QKV + bias + RoPE projection kernel,
-  SDPA for attention (until the fused attention kernel lands, issue 4), the CUTLASS O projection.
+- ``native``: the sm_90a kernels (Hopper): the fused QKV + bias + RoPE projection kernel, the GQA
+  attention kernel (additive mask with exact tile skipping) and the CUTLASS O projection.
 - ``composite``: cuBLAS + PyTorch RoPE + SDPA, any CUDA GPU.
 - ``reference``: the exact bf16 reference (vlattn.reference); the CPU backend.
 Choice: the ``backend=`` argument, else ``VLATTN_BACKEND``, else automatic; never silent: each
@@ -318,13 +318,28 @@ def _dense(t: Tensor) -> Tensor:
     return t if t.is_contiguous() else t.contiguous()
 
 
+# Diagnosis switch: VLATTN_NATIVE_ATTENTION=0 makes the native layers use SDPA for the attention step.
+_NATIVE_ATTENTION = os.environ.get("VLATTN_NATIVE_ATTENTION", "1") != "0"
+
+
+def _native_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+    """[B, Sq, Hq*128] from head-major q/k/v: the sm_90a attention kernel (or SDPA, see above)."""
+    if _NATIVE_ATTENTION:
+        if mask is not None and mask.stride(-1) != 1:  # the kernel reads mask rows with unit stride
+            mask = mask.contiguous()
+        return torch.ops.vlattn.attention(q, k, v, mask, causal=causal, scale=HEAD_DIM ** -0.5)
+    o = composite.sdpa(q, k, v, mask, causal, HEAD_DIM ** -0.5)
+    return o.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
+
+
 def _native_mrope(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin,
                   attention_mask=None, *, mrope_section, causal, out=None):
-    """native 007: one fused QKV + bias + mRoPE launch (head-major q/k/v), SDPA, the O-projection GEMM."""
+    """native 007: one fused QKV + bias + mRoPE launch (head-major q/k/v), the attention kernel with the
+    mask (exact tile skipping), the O-projection GEMM."""
     q, k, v = torch.ops.vlattn.mrope_qkv(_dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight,
                                          v_bias, cos, sin, mrope_section=list(mrope_section))
-    o = composite.sdpa(q, k, v, attention_mask, causal, HEAD_DIM ** -0.5)
-    return composite._output(o, o_weight, _native_linear, out)
+    o = _native_attention(q, k, v, attention_mask, causal)
+    return _native_linear(o, o_weight, None, out=out)
 
 
 def _native_cross(language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
@@ -335,8 +350,8 @@ def _native_cross(language_hidden_states, vision_hidden_states, language_positio
                                           language_position_ids, vision_grid_thw, q_proj_weight, q_proj_bias,
                                           k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias,
                                           rope_theta=float(rope_theta), thw_split=list(thw_split))
-    o = composite.sdpa(q, k, v, None, False, HEAD_DIM ** -0.5)
-    return composite._output(o, o_proj_weight, _native_linear, out)
+    o = _native_attention(q, k, v, None, False)
+    return _native_linear(o, o_proj_weight, None, out=out)
 
 
 def _run_layer(chosen: str, dims: Dims, like: Tensor, args: tuple, kwargs: dict, reference_fn, composite_fn,
