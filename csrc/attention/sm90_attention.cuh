@@ -645,9 +645,23 @@ struct SummaryLayout {
   size_t total() const { return live_bytes + kinds_bytes; }
 };
 
+// Whether the pre-pass (a memset and a kernel) can pay for itself. With one key tile per q-block
+// nothing is ever skipped (a DEAD tile would leave rows without a live key); with two, only a big
+// grid gains more than the two launches cost. Measured on the H200 (2026-11-30, bench attention
+// mode): skip on/off 007[B=8,S=128] 53 / 24 us, [B=4,S=256] 61 / 40, [B=32,S=256] 204 / 251,
+// [B=1,S=613] 58 / 113. Results are bitwise identical either way.
+inline bool summary_pays(const AttentionParams& p) {
+  const int n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
+  if (n_blocks >= 3) return true;
+  if (n_blocks < 2) return false;
+  const long long ctas = (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, int(C::kBlockM));
+  return ctas >= 4LL * (p.sm_count > 0 ? p.sm_count : 132);
+}
+
 inline SummaryLayout summary_layout(const AttentionParams& p) {
   SummaryLayout s;
   if (p.mask == nullptr || !p.skip || p.seqlen_q < 1 || p.seqlen_k < 1 || p.batch < 1) return s;
+  if (!summary_pays(p)) return s;
   s.mask_batches = p.mask_batch_stride == 0 ? 1 : p.batch;
   s.m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
   s.n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));

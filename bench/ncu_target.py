@@ -1,0 +1,39 @@
+"""A fixed call for Nsight Compute: `ncu ... python bench/ncu_target.py qkv 007 0 splitk3`.
+
+    what:      qkv | attention | linear
+    problem:   007 | 034;  index: workload index in sorted-by-SOL order;  config: op config ("" = auto)
+Runs the call 3 times (ncu's --launch-skip/--launch-count pick the one to profile).
+"""
+import sys
+
+import torch
+
+import vlattn
+from vlattn import reference
+from vlattn import workloads as W
+
+
+def main():
+    what, problem, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    config = sys.argv[4] if len(sys.argv) > 4 else ""
+    w = W.sorted_by_sol(W.load(problem))[index]
+    v = list(W.make_inputs(w, "cuda").values())
+    if what == "qkv":
+        fn = (lambda: vlattn.mrope_qkv(*v[:7], *v[8:10], config=config)) if problem == "007" else (
+            lambda: vlattn.vision_qkv(*v[:10], config=config))
+    elif what == "attention":
+        q, k, vv = reference.mrope_qkv(*v[:7], *v[8:10]) if problem == "007" else reference.vision_qkv(*v[:10])
+        q, k, vv = q.contiguous(), k.contiguous(), vv.contiguous()
+        mask = v[10] if problem == "007" else None
+        fn = lambda: vlattn.attention(q, k, vv, mask)  # noqa: E731
+    else:
+        x, wt = v[0], v[1]
+        fn = lambda: vlattn.linear(x, wt, v[2], config=config or None)  # noqa: E731
+    print(w.problem, w.axes, what, config or "auto")
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
