@@ -319,6 +319,10 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
         mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
+      // Hand the ring over as soon as this tile's last stage has been waited on: the other
+      // warpgroup's first wait is then within one phase, and its MMAs queue behind ours.
+      if (kt == k_tiles - 1 && t + stride < kp.num_tiles)
+        cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
       // Keep this k tile's batch in flight; the previous one is done, so its stage goes back.
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc);
@@ -332,8 +336,6 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
     warpgroup_fence_operand(acc);
     pipeline.consumer_release(release);
     read.advance(k_tiles);  // skip the other warpgroup's next tile
-    if (t + stride < kp.num_tiles)  // the next tile of the CTA exists: hand the ring over
-      cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
 
     // 1. bias, F.linear's rounding, into the staging tile.
     QkvGroup const& grp = p.groups[c.group];
