@@ -3,6 +3,10 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 namespace vlattn {
 
 // Raises unless `t` lives on a Hopper (sm_90) GPU, naming `op` in the message.
@@ -12,5 +16,35 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::opti
                   c10::string_view config);
 at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        c10::string_view config, at::Tensor& out);
+
+// Fused QKV projections (csrc/ops/qkv.cpp): head-major q [B, Hq, S, 128], k and v [B, Hkv, S, 128].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
+    const at::Tensor& x, const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    const at::Tensor& cos, const at::Tensor& sin, c10::IntArrayRef mrope_section, c10::string_view config);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
+    const at::Tensor& lang, const at::Tensor& vision, const at::Tensor& position_ids, const at::Tensor& grid_thw,
+    const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    double rope_theta, c10::IntArrayRef thw_split, c10::string_view config);
+
+// GQA attention (csrc/ops/attention.cpp): o [B, Sq, Hq * 128].
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale, bool skip);
+
+// The two layers on the native path, host side in C++ (csrc/ops/layers.cpp). `o_config` names the
+// O-projection GEMM config ("" = registry default); out, if given, receives the result.
+at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weight, const at::Tensor& q_bias,
+                       const at::Tensor& k_weight, const at::Tensor& k_bias, const at::Tensor& v_weight,
+                       const at::Tensor& v_bias, const at::Tensor& o_weight, const at::Tensor& cos,
+                       const at::Tensor& sin, const c10::optional<at::Tensor>& attention_mask,
+                       std::vector<int64_t> mrope_section, bool causal, const std::string& o_config,
+                       c10::optional<at::Tensor> out);
+at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tensor& vision_hidden_states,
+                       const at::Tensor& language_position_ids, const at::Tensor& vision_grid_thw,
+                       const at::Tensor& q_proj_weight, const at::Tensor& q_proj_bias, const at::Tensor& k_proj_weight,
+                       const at::Tensor& k_proj_bias, const at::Tensor& v_proj_weight, const at::Tensor& v_proj_bias,
+                       const at::Tensor& o_proj_weight, double rope_theta, std::vector<int64_t> thw_split,
+                       const std::string& o_config, c10::optional<at::Tensor> out);
 
 }  // namespace vlattn

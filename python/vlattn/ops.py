@@ -368,9 +368,38 @@ def _run_layer(chosen: str, dims: Dims, like: Tensor, args: tuple, kwargs: dict,
     return result if out is None else out.copy_(result)
 
 
+@functools.lru_cache(maxsize=4096)
+def _o_config(m: int, n: int, k: int, device_index: int) -> str:
+    return dispatch.select_gemm_config(m, n, k, _sm_count(device_index), _compiled_gemm_configs())
+
+
+def _fast_native(op: str, backend: str, like: Tensor) -> bool:
+    """True when the call goes to the native backend without looking at shapes: the C++ layer path then
+    runs it and validates as it goes (any error falls back to the full Python path below, which
+    raises the layer's own message or picks another backend)."""
+    if not isinstance(like, Tensor) or not like.is_cuda or like.numel() == 0:
+        return False
+    requested = backend if backend not in ("", "auto") else (os.environ.get("VLATTN_BACKEND", "auto") or "auto")
+    if requested not in ("auto", "native") or not _NATIVE_ATTENTION:
+        return False
+    if _native_unavailable_reason(like.device) is not None:
+        return False
+    if requested == "auto":
+        _log_once((op, like.device, "native"), logging.INFO, f"{op} on {like.device}: backend 'native' (automatic)")
+    return True
+
+
 def _mrope_impl(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin,
                 attention_mask, mrope_section, causal, backend, out):
     op = "mrope_self_attention"
+    if _fast_native(op, backend, hidden_states):
+        try:
+            config = _o_config(hidden_states.shape[0] * hidden_states.shape[1], o_weight.shape[0], o_weight.shape[-1],
+                               hidden_states.device.index)
+            return _ext._C.mrope_layer(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight,
+                                       cos, sin, attention_mask, list(mrope_section), bool(causal), config, out)
+        except (RuntimeError, ValueError, TypeError, IndexError):
+            pass  # the full path below names the bad argument (or runs another backend)
     args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
     dims = validate_mrope_self_attention(*args, mrope_section, causal)
     if out is not None:
@@ -385,6 +414,16 @@ def _cross_impl(language_hidden_states, vision_hidden_states, language_position_
                 q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight,
                 rope_theta, thw_split, backend, out):
     op = "vision_cross_attention"
+    if _fast_native(op, backend, language_hidden_states):
+        try:
+            lang = language_hidden_states
+            config = _o_config(lang.shape[0] * lang.shape[1], o_proj_weight.shape[0], o_proj_weight.shape[-1],
+                               lang.device.index)
+            return _ext._C.cross_layer(lang, vision_hidden_states, language_position_ids, vision_grid_thw,
+                                       q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight,
+                                       v_proj_bias, o_proj_weight, float(rope_theta), list(thw_split), config, out)
+        except (RuntimeError, ValueError, TypeError, IndexError):
+            pass  # the full path below names the bad argument (or runs another backend)
     args = (language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
             q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight)
     dims = validate_vision_cross_attention(*args, rope_theta, thw_split)
