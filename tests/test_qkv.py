@@ -25,7 +25,7 @@ HF_SECTION = (16, 24, 24, 16, 24, 24)
 SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("007")})
 SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
 TAILS = [1, 127, 541, 613]
-CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4"]
+CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "c256"]
 
 
 @pytest.fixture(autouse=True)
@@ -304,5 +304,7 @@ def test_bad_section_and_split():
         vlattn.vision_qkv(*cargs.values())
     with pytest.raises(RuntimeError, match="config must be"):
         run_mrope(args, config="m256")
+    with pytest.raises(RuntimeError, match="kernel launch failed"):  # head pairs need even head counts
+        run_mrope(mrope_case(1, 8, hidden=256, hq=3, hkv=1), config="c256")
     with pytest.raises(RuntimeError, match="kernel launch failed"):  # 4 splits of a single k tile
         run_mrope(mrope_case(1, 8, hidden=64, hq=2, hkv=1), config="splitk4")

@@ -84,16 +84,18 @@ at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t
 
 // Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
 // a cluster); "" or "auto" picks by the number of 128-row tiles against the SM count.
-QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count) {
+QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count,
+                      bool even_groups) {
   static const std::pair<const char*, QkvConfig> kNamed[] = {{"m128", QkvConfig::kM128},
                                                              {"m64", QkvConfig::kM64},
                                                              {"splitk2", QkvConfig::kSplitK2},
                                                              {"splitk3", QkvConfig::kSplitK3},
-                                                             {"splitk4", QkvConfig::kSplitK4}};
+                                                             {"splitk4", QkvConfig::kSplitK4},
+                                                             {"c256", QkvConfig::kC256}};
   for (const auto& [name, cfg] : kNamed)
     if (config == name) return cfg;
   TORCH_CHECK(config.empty() || config == "auto", op,
-              ": config must be '', 'auto', 'm128', 'm64', 'splitk2', 'splitk3' or 'splitk4'; got '",
+              ": config must be '', 'auto', 'm128', 'm64', 'splitk2', 'splitk3', 'splitk4' or 'c256'; got '",
               std::string(config), "'");
   const int64_t tiles128 = heads * ((m + 127) / 128);
   // Few tiles: split K so that (nearly) every SM streams weights; each split keeps >= 14 k tiles.
@@ -102,7 +104,10 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     return splits >= 4 ? QkvConfig::kSplitK4 : splits == 3 ? QkvConfig::kSplitK3 : QkvConfig::kSplitK2;
   }
   // Fewer 128-row tiles than SMs: halve the row tile so that more SMs get work.
-  return tiles128 < sm_count ? QkvConfig::kM64 : QkvConfig::kM128;
+  if (tiles128 < sm_count) return QkvConfig::kM64;
+  // Many tiles: 128 x 256 head-pair tiles need less L2 -> SM traffic per FLOP (needs even head counts).
+  if (even_groups && tiles128 >= 8LL * sm_count) return QkvConfig::kC256;
+  return QkvConfig::kM128;
 }
 
 void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config) {
@@ -110,8 +115,12 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   p.sm_count = at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
   int64_t heads = 0;
-  for (int g = 0; g < p.num_groups; ++g) heads += p.groups[g].heads;
-  const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count);
+  bool even_groups = true;
+  for (int g = 0; g < p.num_groups; ++g) {
+    heads += p.groups[g].heads;
+    even_groups = even_groups && p.groups[g].heads % 2 == 0;
+  }
+  const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups);
   if (p.m == 0) return;
   const cudaError_t err = qkv_rope_sm90(p, cfg);
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));

@@ -74,6 +74,7 @@ enum class QkvConfig : int32_t {
   kSplitK2 = 2, // 128-row tiles, K split over a cluster of 2 / 3 / 4 CTAs: small M
   kSplitK3 = 3,
   kSplitK4 = 4,
+  kC256 = 5,    // persistent, 128 x 256 tiles (a head pair), two warpgroups on one tile: large M
 };
 
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the

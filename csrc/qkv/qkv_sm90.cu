@@ -54,7 +54,19 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
   if (tiles > (1LL << 30)) return cudaErrorNotSupported;
   kp.num_tiles = static_cast<int>(tiles);
 
-  if constexpr (T::SplitK) {
+  if constexpr (T::Coop) {
+    for (int g = 0; g < p.num_groups; ++g)
+      if (p.groups[g].heads % 2) return cudaErrorNotSupported;  // head pairs must not straddle groups
+    constexpr auto kernel = &qkv_rope_coop_kernel<T, TmaA, TmaB>;
+    cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
+    if (err != cudaSuccess) return err;
+    const long long pair_tiles = tiles / 2;
+    kp.num_tiles = static_cast<int>(pair_tiles);
+    const int sms = p.sm_count > 0 ? p.sm_count : 132;
+    const dim3 grid(static_cast<unsigned>(pair_tiles < sms ? pair_tiles : sms));
+    kernel<<<grid, T::Threads, T::SmemBytes, p.stream>>>(kp);
+    return cudaGetLastError();
+  } else if constexpr (T::SplitK) {
     if (splits < 1 || splits > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
     constexpr auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
@@ -96,6 +108,7 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
   switch (config) {
     case QkvConfig::kM128: return qkv::launch<qkv::QkvTraits<128, 4>>(p);
     case QkvConfig::kM64: return qkv::launch<qkv::QkvTraits<64, 6>>(p);
+    case QkvConfig::kC256: return qkv::launch<qkv::CoopTraits<3>>(p);
     case QkvConfig::kSplitK2: return qkv::launch<qkv::SplitKTraits<4>>(p, 2);
     case QkvConfig::kSplitK3: return qkv::launch<qkv::SplitKTraits<4>>(p, 3);
     case QkvConfig::kSplitK4: return qkv::launch<qkv::SplitKTraits<4>>(p, 4);

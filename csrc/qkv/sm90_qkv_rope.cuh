@@ -50,6 +50,7 @@ struct QkvTraits {
   static constexpr int ProducerRegs = 40;
   static constexpr int ConsumerRegs = 232;
   static constexpr bool SplitK = false;
+  static constexpr bool Coop = false;
 
   static_assert(TileM == 64 || TileM == 128, "a warpgroup's wgmma covers 64 rows; 1 or 2 of them per tile");
   static_assert(kQkvHeadDim == 128, "one thread per channel of a warpgroup fills inv_freq");
@@ -370,6 +371,163 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
 // [s*128/S, (s+1)*128/S) over all S partials through distributed shared memory, in rank order
 // (deterministic), then runs the same bias/RoPE/store epilogue on those rows.
 // ---------------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// Large M: 128 x 256 tiles (two heads of one group), two consumer warpgroups on the same tile
+// (64 rows x 256 columns each), persistent. Per FLOP this streams 3/4 of the shared-memory fill
+// traffic of the 128 x 128 tiles (A is read once for two heads), which is what limits the
+// ping-pong kernel at large M (L2 -> SM bandwidth); the epilogue is exposed, but the producer
+// keeps prefetching the next tile's stages under it.
+// ---------------------------------------------------------------------------------------------
+template <int Stages_>
+struct CoopTraits {
+  static constexpr int TileM = 128;
+  static constexpr int BN = 2 * kQkvHeadDim;  // a head pair
+  static constexpr int BK = 64;
+  static constexpr int Stages = Stages_;
+  static constexpr int Threads = 384;
+  static constexpr int StagePitch = BN + 8;
+  static constexpr bool SplitK = false;
+  static constexpr bool Coop = true;
+
+  using Element = cutlass::bfloat16_t;
+  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<Int<TileM>, Int<BK>, Int<Stages>>{}));
+  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<Int<BN>, Int<BK>, Int<Stages>>{}));
+  using TiledMma = decltype(make_tiled_mma(SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
+                                           Layout<Shape<_2, _1, _1>>{}));
+  using Pipeline = cutlass::PipelineTmaAsync<Stages>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
+    cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    cute::array_aligned<Element, TileM * StagePitch, 128> staging;
+    float inv_freq[kQkvHeadDim];
+    typename Pipeline::SharedStorage pipeline;
+  };
+  static constexpr int SmemBytes = int(sizeof(SharedStorage));
+  static constexpr uint32_t TxBytes = uint32_t((TileM + BN) * BK * sizeof(Element));
+  static_assert(SmemBytes <= 227 * 1024, "sm_90 allows 227 KB of shared memory per CTA");
+};
+
+// Tile t of the coop kernel: row tile t / pairs, head pair t % pairs (pairs never straddle groups:
+// the host requires an even head count per group).
+template <class TmaA, class TmaB>
+CUTLASS_DEVICE TileCoord pair_coord(QkvKernelParams<TmaA, TmaB> const& kp, int t) {
+  const int pairs = kp.n_tiles / 2;
+  TileCoord c;
+  c.m_tile = t / pairs;
+  const int n = 2 * (t - c.m_tile * pairs);  // first head of the pair, over all groups
+  c.group = 0;
+  while (c.group + 1 < kp.p.num_groups && n >= kp.first_tile[c.group + 1]) ++c.group;
+  c.head = n - kp.first_tile[c.group];
+  return c;
+}
+
+template <class T, class TmaA, class TmaB>
+__global__ void __launch_bounds__(T::Threads, 1)
+    qkv_rope_coop_kernel(CUTLASS_GRID_CONSTANT QkvKernelParams<TmaA, TmaB> const kp) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+  using Pipeline = typename T::Pipeline;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
+  QkvParams const& p = kp.p;
+  const int warp_group = threadIdx.x / 128;
+
+  typename Pipeline::Params pp;
+  pp.transaction_bytes = T::TxBytes;
+  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = 256;
+  Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
+  __syncthreads();
+
+  const int k_tiles = (p.k + T::BK - 1) / T::BK;
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x == 0) {
+      auto state = cutlass::make_producer_start_state<Pipeline>();
+      for (int t = blockIdx.x; t < kp.num_tiles; t += gridDim.x) {
+        const TileCoord c = pair_coord(kp, t);
+        const int n_group = p.groups[c.group].heads * kQkvHeadDim;
+        const int pair = c.head / 2;  // B tile index in units of 256 rows
+        if (c.group == 0)
+          produce_tile<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
+                          ss.b.data());
+        else if (c.group == 1)
+          produce_tile<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
+                          ss.b.data());
+        else
+          produce_tile<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
+                          ss.b.data());
+      }
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<232>();
+  const int t_cons = threadIdx.x - 128;
+  typename T::TiledMma mma;
+  auto thr = mma.get_thread_slice(t_cons);
+  Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
+  Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));
+  Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
+  Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
+  auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data());
+  typename T::PipelineState read{}, release{};
+
+#pragma unroll 1
+  for (int t = blockIdx.x; t < kp.num_tiles; t += gridDim.x) {
+    const TileCoord c = pair_coord(kp, t);
+    Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      pipeline.consumer_wait(read);
+      warpgroup_fence_operand(acc);
+      warpgroup_arrive();
+#pragma unroll
+      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc);
+      if (kt > 0) {
+        pipeline.consumer_release(release);
+        ++release;
+      }
+      ++read;
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    pipeline.consumer_release(release);
+    ++release;
+
+    QkvGroup const& grp = p.groups[c.group];
+    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
+    // The previous tile's RoPE pass may still read the staging tile and inv_freq.
+    cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
+#pragma unroll
+    for (int i = 0; i < size(acc); ++i) {
+      const int r = get<0>(tCcC(i));
+      const int col = get<1>(tCcC(i));
+      float v = acc(i);
+      if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[c.head * kQkvHeadDim + col]));
+      staging[r * T::StagePitch + col] = __float2bfloat16_rn(v);
+    }
+    if (t_cons < kQkvHeadDim) ss.inv_freq[t_cons] = channel_inv_freq(p.rope, grp.rope, t_cons);
+    cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
+    for (int h = 0; h < 2; ++h)
+      rope_store_rows(p, grp, c.head + h, c.m_tile * T::TileM, 0, T::TileM, t_cons, 256,
+                      staging + h * kQkvHeadDim, T::StagePitch, ss.inv_freq);
+  }
+#endif
+}
+
 // 16 bytes of CTA `rank`'s shared memory at the address of `local` in this CTA (same layout).
 CUTLASS_DEVICE float4 ld_dsmem_f4(const float* local, uint32_t rank) {
   const uint32_t remote = cute::set_block_rank(static_cast<uint32_t>(__cvta_generic_to_shared(local)), rank);
@@ -391,6 +549,7 @@ struct SplitKTraits {
   static constexpr int RedPitch = BN + 4;  // fp32 partial tile row pitch (+16 B)
   static constexpr int MaxSplits = 8;      // portable cluster size
   static constexpr bool SplitK = true;
+  static constexpr bool Coop = false;
 
   using Element = cutlass::bfloat16_t;
   using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
