@@ -105,8 +105,10 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
   }
   // Fewer 128-row tiles than SMs: halve the row tile so that more SMs get work.
   if (tiles128 < sm_count) return QkvConfig::kM64;
-  // Many tiles: 128 x 256 head-pair tiles need less L2 -> SM traffic per FLOP (needs even head counts).
-  if (even_groups && tiles128 >= 8LL * sm_count) return QkvConfig::kC256;
+  // One to two waves of 128-row tiles: 128 x 256 head-pair tiles with both warpgroups on one tile
+  // fit in a single wave (H200, 2026-11-30: 007 M=512 66 us vs 72 for m128; 034 M=1024|1568 173 vs
+  // 189). Beyond, the ping-pong kernel was faster (M=4096: 270 vs 314; M=16384: 1031 vs 1113).
+  if (even_groups && tiles128 <= 2LL * sm_count) return QkvConfig::kC256;
   return QkvConfig::kM128;
 }
 
