@@ -311,6 +311,21 @@ def test_skip_on_off_bitwise_identical(mask_kind, causal, broadcast):
 
 
 @requires_sm90
+@pytest.mark.parametrize("mask_kind", ["causal_min", "blocky", "blocky_dead_row", "query_padding"])
+@pytest.mark.parametrize("seqlen,width", [(1024, 1024), (1000, 1032), (4096, 4096)])
+def test_skip_on_off_summary_paths(mask_kind, seqlen, width):
+    """The pre-pass's 16-byte load path (row stride a multiple of 8), its element path on the Sk tail
+    (Sk 1000 inside a 1032-wide mask) and several key-tile chunks per q-block (S 4096: the attention
+    kernel ORs the chunks' live-row sets): skip on and off agree bitwise."""
+    batch = 1 if seqlen == 4096 else 2
+    q, k, v = qkv(batch, 4, 1, seqlen, seqlen)
+    mask = make_mask(mask_kind, batch, seqlen, seqlen, width=width)
+    on = attention(q, k, v, mask, skip=True)
+    off = attention(q, k, v, mask, skip=False)
+    assert torch.equal(on, off)
+
+
+@requires_sm90
 @pytest.mark.parametrize("mask_kind", ["blocky", "blocky_dead_row"])
 @pytest.mark.parametrize("skip", [True, False])
 def test_blocky_masks(mask_kind, skip, highest_fp32_matmul):

@@ -181,8 +181,9 @@ struct KernelParams {
   bool causal;
   // Mask summary (nullptr: every mask tile is MIXED, nothing skipped).
   const uint8_t* tile_kinds;  // [mask batches, m_blocks, n_blocks]
-  const uint32_t* live_rows;  // [mask batches, m_blocks, 4]
+  const uint32_t* live_rows;  // [mask batches, m_blocks, live_chunks, 4]: OR over the chunks
   int n_blocks;
+  int live_chunks;
   bool mask_broadcast;        // mask batch dim 1: summary batch index 0
 };
 
@@ -200,12 +201,20 @@ struct TileWalker {
     kinds = kp.tile_kinds + block * kp.n_blocks;
     // DEAD tiles may be left out only if every valid row of the block has a live key.
     const int valid_rows = min(int(AttnConfig::kBlockM), kp.seqlen_q - m_block * AttnConfig::kBlockM);
+    const uint4* words = reinterpret_cast<const uint4*>(kp.live_rows) + block * kp.live_chunks;
+    uint4 live = make_uint4(0, 0, 0, 0);
+#pragma unroll 4
+    for (int c = 0; c < kp.live_chunks; ++c) {
+      const uint4 w = __ldg(words + c);
+      live.x |= w.x, live.y |= w.y, live.z |= w.z, live.w |= w.w;
+    }
+    const uint32_t lw[kLiveWordsPerBlock] = {live.x, live.y, live.z, live.w};
     bool all_live = true;
     CUTE_UNROLL
     for (int w = 0; w < kLiveWordsPerBlock; ++w) {
       const int rows_in_word = max(0, min(32, valid_rows - 32 * w));
       const uint32_t want = rows_in_word == 32 ? 0xffffffffu : ((1u << rows_in_word) - 1u);
-      all_live &= (__ldg(kp.live_rows + block * kLiveWordsPerBlock + w) & want) == want;
+      all_live &= (lw[w] & want) == want;
     }
     skip_dead = all_live;
   }
@@ -454,9 +463,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     float l[2] = {0.f, 0.f};
     clear(tOrO);
 
-    cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, 0);
-
+    // The walker's summary loads overlap the Q load's latency.
     const TileWalker walk(kp, batch, m_block, n_tiles);
+
+    cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, 0);
 
     // Issue S = Q K^T on a K stage (asynchronous: the caller waits).
     auto issue_qk = [&](int stage) {
@@ -638,14 +648,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 // Host launcher
 // ----------------------------------------------------------------------------------------------
 
-// Mask summary scratch: live-row words (uint32, zeroed per call) then tile kinds (bytes).
+// Mask summary scratch: live-row words (uint4 per (mask batch, q-block, chunk)) then tile kinds (bytes).
+// Every byte the attention kernel reads is written by the summary kernel: no memset.
 struct SummaryLayout {
   int mask_batches = 0, m_blocks = 0, n_blocks = 0;
+  SummaryChunking chunking;
   size_t live_bytes = 0, kinds_bytes = 0;
   size_t total() const { return live_bytes + kinds_bytes; }
 };
 
-// Whether the pre-pass (a memset and a kernel) can pay for itself. With one key tile per q-block
+// Whether the pre-pass (one kernel) can pay for itself. With one key tile per q-block
 // nothing is ever skipped (a DEAD tile would leave rows without a live key); with two, only a big
 // grid gains more than the two launches cost. Measured on the H200 (2026-11-30, bench attention
 // mode): skip on/off 007[B=8,S=128] 53 / 24 us, [B=4,S=256] 61 / 40, [B=32,S=256] 204 / 251,
@@ -666,7 +678,8 @@ inline SummaryLayout summary_layout(const AttentionParams& p) {
   s.m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
   s.n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
   const size_t blocks = size_t(s.mask_batches) * s.m_blocks;
-  s.live_bytes = blocks * kLiveWordsPerBlock * sizeof(uint32_t);
+  s.chunking = mask_summary_chunking((long long)blocks, s.n_blocks, p.sm_count);
+  s.live_bytes = blocks * s.chunking.n_chunks * kLiveWordsPerBlock * sizeof(uint32_t);
   s.kinds_bytes = (blocks * s.n_blocks + 15) / 16 * 16;
   return s;
 }
@@ -705,6 +718,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
       nullptr,
       nullptr,
       0,
+      0,
       p.mask_batch_stride == 0,
   };
 
@@ -713,16 +727,32 @@ inline AttentionStatus launch(const AttentionParams& p) {
     if (p.workspace == nullptr || p.workspace_bytes < sl.total()) return AttentionStatus::kWorkspaceTooSmall;
     auto* live = static_cast<uint32_t*>(p.workspace);
     auto* kinds = static_cast<uint8_t*>(p.workspace) + sl.live_bytes;
-    if (cudaMemsetAsync(live, 0, sl.live_bytes, p.stream) != cudaSuccess) return AttentionStatus::kLaunchFailed;
-    MaskSummaryParams sp{static_cast<const uint16_t*>(p.mask), p.mask_batch_stride, p.mask_row_stride, p.seqlen_q,
-                         p.seqlen_k, p.causal, sl.m_blocks, sl.n_blocks, kinds, live};
-    if (sl.n_blocks > 0x7fffffff || sl.m_blocks > 65535 || sl.mask_batches > 65535) return AttentionStatus::kInvalidArgument;
+    if (reinterpret_cast<uintptr_t>(live) % 16 != 0) return AttentionStatus::kInvalidArgument;
+    if (sl.chunking.n_chunks > kSummaryMaxChunks || sl.chunking.tiles_per_chunk > kSummaryMaxTilesPerChunk ||
+        sl.m_blocks > 65535 || sl.mask_batches > 65535)
+      return AttentionStatus::kInvalidArgument;
+    const auto mask_addr = reinterpret_cast<uintptr_t>(p.mask);
+    const bool vec16 = mask_addr % 16 == 0 && p.mask_batch_stride % 8 == 0 && p.mask_row_stride % 8 == 0;
+    MaskSummaryParams sp{static_cast<const uint16_t*>(p.mask),
+                         p.mask_batch_stride,
+                         p.mask_row_stride,
+                         p.seqlen_q,
+                         p.seqlen_k,
+                         p.causal,
+                         vec16,
+                         sl.m_blocks,
+                         sl.n_blocks,
+                         sl.chunking.n_chunks,
+                         sl.chunking.tiles_per_chunk,
+                         kinds,
+                         live};
     mask_summary_kernel<C::kBlockM, C::kBlockN>
-        <<<dim3(sl.n_blocks, sl.m_blocks, sl.mask_batches), 128, 0, p.stream>>>(sp);
+        <<<dim3(sl.chunking.n_chunks, sl.m_blocks, sl.mask_batches), kSummaryThreads, 0, p.stream>>>(sp);
     if (cudaPeekAtLastError() != cudaSuccess) return AttentionStatus::kLaunchFailed;
     kp.tile_kinds = kinds;
     kp.live_rows = live;
     kp.n_blocks = sl.n_blocks;
+    kp.live_chunks = sl.chunking.n_chunks;
   }
 
   // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
