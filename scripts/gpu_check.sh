@@ -3,7 +3,8 @@
 # logs and JSON under $OUT (default ./gpu_out). Carry the nvidia-cutlass wheel in .whl/ (the machine
 # has no network): see README "Developing on the GPU machine".
 #
-#   scripts/gpu_check.sh [all|build|test|bench|tune|sanitize|probe] [extra pytest args...]
+#   scripts/gpu_check.sh [all|final|build|test|bench|tune|sanitize|probe] [extra pytest args...]
+#   final: all, then sanitize
 #   probe: build, run the GPU tests given as args (or PROBE_TESTS), then each `;`-separated
 #          command of PROBE_CMDS (e.g. "python3 bench/probe_qkv.py --iters 10"), logs under $OUT.
 # Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default
@@ -73,12 +74,16 @@ run_tune() {
 }
 
 run_sanitize() {
-  # memcheck and racecheck on small and tail GEMM shapes (one config each); slow, so a subset.
+  # memcheck and racecheck on small and tail shapes; slow, so a subset. SANITIZE_TESTS overrides the
+  # pytest selection (default: every GEMM config, attention tails with masks and the summary paths,
+  # fused QKV tails on every config).
   log "compute-sanitizer"
   local rc=0 tool
+  local tests=${SANITIZE_TESTS:-"tests/test_gemm.py::test_each_config tests/test_attention.py::test_tails[17-129] tests/test_attention.py::test_tails[129-1] tests/test_qkv.py::test_mrope_tails_and_configs tests/test_qkv.py::test_cross_tails_no_bias_other_split"}
   for tool in memcheck racecheck; do
+    # shellcheck disable=SC2086
     timeout "${SANITIZE_TIMEOUT_S:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      python3 -m pytest -q -x tests/test_gemm.py -k "test_each_config" > "$OUT/sanitize_$tool.log" 2>&1 || rc=$?
+      python3 -m pytest -q -x $tests > "$OUT/sanitize_$tool.log" 2>&1 || rc=$?
     log "compute-sanitizer $tool rc=$rc: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
   done
   [ $rc -eq 0 ] || status=1
@@ -108,7 +113,8 @@ case "$what" in
   sanitize) build; run_sanitize ;;
   probe) build; run_probe "$@" ;;
   all) build; run_tests "$@"; run_bench ;;
-  *) echo "usage: $0 [all|build|test|bench|tune|sanitize|probe]"; exit 2 ;;
+  final) build; run_tests "$@"; run_bench; run_sanitize ;;
+  *) echo "usage: $0 [all|final|build|test|bench|tune|sanitize|probe]"; exit 2 ;;
 esac
 log "done status=$status"
 exit $status
