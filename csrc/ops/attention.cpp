@@ -26,12 +26,11 @@ namespace vlattn {
 
 namespace {
 
+using check_strings::aligned16;
 using check_strings::dims_str;
 using check_strings::num;
 
 constexpr const char* kOp = "vlattn.attention";
-
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 void check_qkv(const char* name, const at::Tensor& t) {
   TORCH_CHECK(t.scalar_type() == at::kBFloat16, kOp, ": ", name, " must be bfloat16; got ", t.scalar_type());

@@ -7,24 +7,17 @@
 #include <string>
 
 #include "launch/gemm_params.h"
+#include "ops/check_strings.h"
 #include "ops/ops.h"
 
 namespace vlattn {
 
 namespace {
 
-// Numbers in error messages go through std::to_string, never through c10::str's ostream: on the
-// H200 image (torch 2.11, g++ 13.3) streaming an integer inside a TORCH_CHECK message segfaulted
-// (strings and devices streamed fine; torch 2.14 here is fine either way).
-std::string num(int64_t v) { return std::to_string(v); }
-
-std::string dims_str(c10::IntArrayRef dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+// Numbers in messages go through std::to_string (check_strings.h says why).
+using check_strings::aligned16;
+using check_strings::dims_str;
+using check_strings::num;
 
 // Rows of a [..., C] tensor that collapse to a 2-D matrix with unit column stride: returns the row
 // stride, or -1 when the leading dims do not collapse into one evenly strided dimension.

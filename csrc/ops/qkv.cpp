@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "kernels/rope.h"
+#include "ops/check_strings.h"
 #include "ops/ops.h"
 #include "qkv/qkv_params.h"
 
@@ -20,17 +21,10 @@ namespace vlattn {
 
 namespace {
 
-// Numbers in messages go through std::to_string (see linear.cpp: streaming integers into a
-// TORCH_CHECK message segfaulted on the H200 image).
-std::string num(int64_t v) { return std::to_string(v); }
-
-std::string dims_str(c10::IntArrayRef dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+// Numbers in messages go through std::to_string (check_strings.h says why).
+using check_strings::aligned16;
+using check_strings::dims_str;
+using check_strings::num;
 
 void check_on(const char* op, const char* name, const at::Tensor& t, const at::Tensor& ref, at::ScalarType dtype) {
   TORCH_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", c10::toString(dtype), "; got ", t.scalar_type());
