@@ -300,15 +300,6 @@ def test_compile_out_variant_cpu():
 STRICT = ["007[B=1,S=128]", "007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]", "034[B=4,Lq=541,Lv=980]"]
 
 
-@pytest.fixture
-def highest_fp32_matmul():
-    """The fp32 reference must be fp32 (no TF32)."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(previous)
-
-
 def check_benchmark_rule(w: W.Workload, backend: str) -> None:
     api, ref_fn = LAYERS[w.problem]
     inputs = W.make_inputs(w, "cuda")
