@@ -143,6 +143,41 @@ CUTLASS_DEVICE void with_group_tma(QkvKernelParams<TmaA, TmaB> const& kp, int g,
     f(kp.tma_b[2]);
 }
 
+// One output tile's mainloop: k_tiles stages from `read` on, wgmma with both operands in shared
+// memory and one batch kept in flight; a stage goes back to the producer once the batch after it is
+// issued and it has retired. `after_last_issue()` runs right after the last batch is committed. On
+// return every MMA has retired, all k_tiles stages are released, read and release advanced k_tiles.
+template <class Mma, class FragA, class FragB, class Acc, class Pipeline, class State, class AfterLastIssue>
+CUTLASS_DEVICE void mma_tile(Mma& mma, FragA& tCrA, FragB& tCrB, Acc& acc, Pipeline& pipeline, State& read,
+                             State& release, int k_tiles, AfterLastIssue&& after_last_issue) {
+  mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    pipeline.consumer_wait(read);
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+#pragma unroll
+    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+      cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    if (kt == k_tiles - 1) after_last_issue();
+    // Keep this k tile's batch in flight; the previous one is done, so its stage goes back.
+    warpgroup_wait<1>();
+    warpgroup_fence_operand(acc);
+    if (kt > 0) {
+      pipeline.consumer_release(release);
+      ++release;
+    }
+    ++read;
+  }
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(acc);
+  pipeline.consumer_release(release);
+  ++release;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Epilogue helpers
 // ---------------------------------------------------------------------------------------------
@@ -332,34 +367,11 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
       cutlass::arch::NamedBarrier::arrive_and_wait(256, kTurn[wg]);
     Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
     typename T::PipelineState release = read;
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      pipeline.consumer_wait(read);
-      warpgroup_fence_operand(acc);
-      warpgroup_arrive();
-#pragma unroll
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      // Hand the ring over as soon as this tile's last stage has been waited on: the other
-      // warpgroup's first wait is then within one phase, and its MMAs queue behind ours.
-      if (kt == k_tiles - 1 && t + stride < kp.num_tiles)
-        cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
-      // Keep this k tile's batch in flight; the previous one is done, so its stage goes back.
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(acc);
-      if (kt > 0) {
-        pipeline.consumer_release(release);
-        ++release;
-      }
-      ++read;
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
-    pipeline.consumer_release(release);
+    // Hand the ring over as soon as this tile's last stage has been waited on: the other
+    // warpgroup's first wait is then within one phase, and its MMAs queue behind ours.
+    mma_tile(mma, tCrA, tCrB, acc, pipeline, read, release, k_tiles, [&] {
+      if (t + stride < kp.num_tiles) cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
+    });
     read.advance(k_tiles);  // skip the other warpgroup's next tile
 
     // 1. bias, F.linear's rounding, into the staging tile.
@@ -494,30 +506,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
   for (int t = blockIdx.x; t < kp.num_tiles; t += gridDim.x) {
     const TileCoord c = pair_coord(kp, t);
     Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      pipeline.consumer_wait(read);
-      warpgroup_fence_operand(acc);
-      warpgroup_arrive();
-#pragma unroll
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(acc);
-      if (kt > 0) {
-        pipeline.consumer_release(release);
-        ++release;
-      }
-      ++read;
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
-    pipeline.consumer_release(release);
-    ++release;
+    mma_tile(mma, tCrA, tCrB, acc, pipeline, read, release, k_tiles, [] {});
 
     QkvGroup const& grp = p.groups[c.group];
     const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
