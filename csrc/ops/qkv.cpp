@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "kernels/rope.h"
 #include "ops/check_strings.h"
@@ -70,6 +71,28 @@ QkvGroup make_group(const char* op, const char* wname, const at::Tensor& w, cons
   g.out = out.data_ptr();
   g.rope = rope;
   return g;
+}
+
+// Head counts from the weights: q [Hq * 128, K], k and v [Hkv * 128, K], Hq a multiple of Hkv.
+std::pair<int64_t, int64_t> check_heads(const char* op, const char* qn, const at::Tensor& q, const char* kn,
+                                        const at::Tensor& k, const char* vn, const at::Tensor& v) {
+  TORCH_CHECK(k.dim() == 2 && q.size(0) % kQkvHeadDim == 0 && k.size(0) % kQkvHeadDim == 0, op, ": ", qn, " and ", kn,
+              " must have heads * 128 rows; got ", dims_str(q.sizes()), " and ", dims_str(k.sizes()));
+  const int64_t hq = q.size(0) / kQkvHeadDim, hkv = k.size(0) / kQkvHeadDim;
+  TORCH_CHECK(hkv > 0 && hq % hkv == 0, op, ": query heads (", num(hq), ") must be a multiple of key/value heads (",
+              num(hkv), ")");
+  TORCH_CHECK(v.sizes() == k.sizes(), op, ": ", vn, " must have ", kn, "'s shape ", dims_str(k.sizes()), "; got ",
+              dims_str(v.sizes()));
+  return {hq, hkv};
+}
+
+// The activation rows of one launch: X [batch, seq, K] (row stride already checked into p.ldx).
+void set_rows(QkvParams& p, const at::Tensor& x, int64_t k) {
+  p.x = x.data_ptr();
+  p.m = static_cast<int>(x.size(0) * x.size(1));
+  p.k = static_cast<int>(k);
+  p.batch = static_cast<int>(x.size(0));
+  p.seq = static_cast<int>(x.size(1));
 }
 
 at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t seq) {
@@ -144,14 +167,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   const int64_t batch = x.size(0), seq = x.size(1), m = batch * seq;
   check_sizes_fit(op, m, k);
 
-  TORCH_CHECK(q_weight.size(0) % kQkvHeadDim == 0 && k_weight.dim() == 2 && k_weight.size(0) % kQkvHeadDim == 0, op,
-              ": q_weight and k_weight must have heads * 128 rows; got ", dims_str(q_weight.sizes()), " and ",
-              dims_str(k_weight.sizes()));
-  const int64_t hq = q_weight.size(0) / kQkvHeadDim, hkv = k_weight.size(0) / kQkvHeadDim;
-  TORCH_CHECK(hkv > 0 && hq % hkv == 0, op, ": query heads (", num(hq), ") must be a multiple of key/value heads (",
-              num(hkv), ")");
-  TORCH_CHECK(v_weight.sizes() == k_weight.sizes(), op, ": v_weight must have k_weight's shape ",
-              dims_str(k_weight.sizes()), "; got ", dims_str(v_weight.sizes()));
+  const auto [hq, hkv] = check_heads(op, "q_weight", q_weight, "k_weight", k_weight, "v_weight", v_weight);
 
   for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"cos", &cos}, {"sin", &sin}}) {
     check_on(op, name, *t, x, at::kBFloat16);
@@ -173,11 +189,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
               ": mrope_section must sum to head_dim = 128 (at most 16 chunks); got ", dims_str(mrope_section));
 
   at::Tensor q = head_major(x, batch, hq, seq), kk = head_major(x, batch, hkv, seq), v = head_major(x, batch, hkv, seq);
-  p.x = x.data_ptr();
-  p.m = static_cast<int>(m);
-  p.k = static_cast<int>(k);
-  p.batch = static_cast<int>(batch);
-  p.seq = static_cast<int>(seq);
+  set_rows(p, x, k);
   p.num_groups = 3;
   p.groups[0] = make_group(op, "q_weight", q_weight, "q_bias", q_bias, x, k, q, RopeMode::kTable);
   p.groups[1] = make_group(op, "k_weight", k_weight, "k_bias", k_bias, x, k, kk, RopeMode::kTable);
@@ -215,14 +227,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
               dims_str(vision.sizes()));
   check_sizes_fit(op, batch * lq, k);
   check_sizes_fit(op, batch * lv, k);
-  TORCH_CHECK(k_weight.dim() == 2 && q_weight.size(0) % kQkvHeadDim == 0 && k_weight.size(0) % kQkvHeadDim == 0, op,
-              ": q_proj_weight and k_proj_weight must have heads * 128 rows; got ", dims_str(q_weight.sizes()), " and ",
-              dims_str(k_weight.sizes()));
-  const int64_t hq = q_weight.size(0) / kQkvHeadDim, hkv = k_weight.size(0) / kQkvHeadDim;
-  TORCH_CHECK(hkv > 0 && hq % hkv == 0, op, ": query heads (", num(hq), ") must be a multiple of key/value heads (",
-              num(hkv), ")");
-  TORCH_CHECK(v_weight.sizes() == k_weight.sizes(), op, ": v_proj_weight must have k_proj_weight's shape ",
-              dims_str(k_weight.sizes()), "; got ", dims_str(v_weight.sizes()));
+  const auto [hq, hkv] =
+      check_heads(op, "q_proj_weight", q_weight, "k_proj_weight", k_weight, "v_proj_weight", v_weight);
 
   check_on(op, "language_position_ids", position_ids, lang, at::kLong);
   TORCH_CHECK(position_ids.dim() == 2 && position_ids.size(0) == batch && position_ids.size(1) == lq, op,
@@ -245,11 +251,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
   at::Tensor q = head_major(lang, batch, hq, lq);
   at::Tensor kk = head_major(lang, batch, hkv, lv), v = head_major(lang, batch, hkv, lv);
 
-  pq.x = lang.data_ptr();
-  pq.m = static_cast<int>(batch * lq);
-  pq.k = static_cast<int>(k);
-  pq.batch = static_cast<int>(batch);
-  pq.seq = static_cast<int>(lq);
+  set_rows(pq, lang, k);
   pq.num_groups = 1;
   pq.groups[0] = make_group(op, "q_proj_weight", q_weight, "q_proj_bias", q_bias, lang, k, q, RopeMode::kPos1D);
   pq.rope.pos = position_ids.data_ptr<int64_t>();
@@ -257,11 +259,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
   pq.rope.pos_seq_stride = position_ids.stride(1);
   pq.rope.theta = static_cast<float>(rope_theta);
 
-  pkv.x = vision.data_ptr();
-  pkv.m = static_cast<int>(batch * lv);
-  pkv.k = static_cast<int>(k);
-  pkv.batch = static_cast<int>(batch);
-  pkv.seq = static_cast<int>(lv);
+  set_rows(pkv, vision, k);
   pkv.num_groups = 2;
   pkv.groups[0] = make_group(op, "k_proj_weight", k_weight, "k_proj_bias", k_bias, lang, k, kk, RopeMode::kPos3D);
   pkv.groups[1] = make_group(op, "v_proj_weight", v_weight, "v_proj_bias", v_bias, lang, k, v, RopeMode::kNone);

@@ -39,10 +39,13 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
   };
   using TmaA = decltype(tma_a);
   using TmaB = decltype(make_b(p.groups[0]));
-  // Unused slots repeat group 0's map: never read, but always a valid descriptor.
-  const QkvGroup& g1 = p.num_groups > 1 ? p.groups[1] : p.groups[0];
-  const QkvGroup& g2 = p.num_groups > 2 ? p.groups[2] : p.groups[0];
-  QkvKernelParams<TmaA, TmaB> kp{tma_a, {make_b(p.groups[0]), make_b(g1), make_b(g2)}, p, {0, 0, 0, 0}, 0, 0};
+  // Unused slots repeat group 0's map (copied, not encoded again: a tensor-map encode is host time
+  // on every call): never read, but always a valid descriptor.
+  const TmaB b0 = make_b(p.groups[0]);
+  QkvKernelParams<TmaA, TmaB> kp{tma_a,
+                                 {b0, p.num_groups > 1 ? make_b(p.groups[1]) : b0,
+                                  p.num_groups > 2 ? make_b(p.groups[2]) : b0},
+                                 p, {0, 0, 0, 0}, 0, 0};
   int heads = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g) {
     kp.first_tile[g] = heads;
