@@ -366,6 +366,69 @@ def test_simple_loop_matches_pipelined(tmp_path, rng_seed):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: simple and pipelined loops differ"
 
 
+_MASK_SMEM_SCRIPT = r"""
+import sys, torch
+from vlattn.attention import attention
+torch.manual_seed(int(sys.argv[2]))
+BF16_MIN = torch.finfo(torch.bfloat16).min
+outs = []
+def run(b, hq, hkv, sq, sk, mask, causal=False, skip=True):
+    q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    outs.append(attention(q, k, v, mask, causal=causal, skip=skip).cpu())
+def causal_min(b, sq, width):
+    return torch.full((sq, width), BF16_MIN, dtype=torch.bfloat16, device="cuda").triu(1).expand(b, 1, sq, width).contiguous()
+def rnd(b, sq, width):
+    return torch.randn(b, 1, sq, width, dtype=torch.bfloat16, device="cuda") * 4
+# Aligned layout (16-byte pointer and strides): the 007 shapes with the benchmark's causal mask and random masks.
+for s in (128, 256, 512):
+    run(1, 28, 4, s, s, causal_min(1, s, s))
+    run(1, 28, 4, s, s, rnd(1, s, s))
+    run(1, 28, 4, s, s, rnd(1, s, s), skip=False)
+run(4, 28, 4, 256, 256, causal_min(4, 256, 256))
+run(2, 8, 2, 1001, 1001, causal_min(1, 1001, 1032))            # row stride 1032, Sk tail inside a chunk
+# Shifted layout: odd row strides (541, 613), even strides not a multiple of 8, odd start offsets.
+run(2, 28, 4, 541, 541, rnd(2, 541, 541))
+run(1, 8, 2, 613, 613, causal_min(1, 613, 613), causal=True)
+run(2, 8, 2, 613, 700, rnd(2, 613, 700), skip=False)
+run(2, 4, 2, 150, 250, rnd(2, 150, 250))                       # stride 250: 4-byte aligned rows
+big = torch.randn(2, 3, 131, 141, dtype=torch.bfloat16, device="cuda") * 4
+run(2, 4, 2, 130, 140, big[:, 1:2, 1:, 1:])                     # odd offset, odd strides
+run(1, 4, 2, 150, 250, rnd(1, 150, 252)[:, :, :, 1:])          # start 2 mod 4, stride 252: every row parity 1
+run(1, 4, 2, 150, 250, rnd(1, 150, 251)[:, :, :, 1:])          # start 2 mod 4, odd stride: parity alternates
+run(3, 4, 2, 200, 200, rnd(1, 200, 200))                        # batch broadcast
+run(2, 4, 2, 17, 129, rnd(2, 17, 129))                          # Sq and Sk tails
+run(2, 4, 2, 129, 1, rnd(2, 129, 1))
+torch.save(outs, sys.argv[1])
+"""
+
+
+@requires_sm90
+@pytest.mark.parametrize("simple", ["0", "1"])
+def test_mask_smem_matches_global(tmp_path, rng_seed, simple):
+    """VLATTN_ATTN_MASK_SMEM=0 reads MIXED mask tiles element-wise from global memory (the kernel before
+    shared-memory staging); the default stages them in shared memory (aligned and shifted layouts). Same
+    arithmetic in the same order: the two must agree bitwise, with both consumer loops (subprocesses:
+    the switches are read once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    results = []
+    for smem in ("0", "1"):
+        path = tmp_path / f"out_{smem}.pt"
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
+        env = dict(os.environ, VLATTN_ATTN_MASK_SMEM=smem, VLATTN_ATTN_SIMPLE=simple,
+                   PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        subprocess.run([sys.executable, "-c", _MASK_SMEM_SCRIPT, str(path), str(rng_seed)], env=env, check=True,
+                       timeout=600)
+        results.append(torch.load(path))
+    assert len(results[0]) == len(results[1])
+    for i, (a, b) in enumerate(zip(*results)):
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: staged and global mask paths differ"
+
+
 @requires_sm90
 def test_causal_flag_matches_causal_tensor(highest_fp32_matmul):
     """The causal flag and an explicit -inf / bf16-min causal tensor give the same answer (closely)."""

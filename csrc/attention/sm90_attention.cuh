@@ -69,10 +69,15 @@ struct AttnConfig {
   // setmaxnreg budgets (FA3's values for 3 warpgroups): 24*128 + 2*240*128 = 64512 <= 65536.
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
+  // With staged mask tiles warps 1..3 of the producer copy tiles: their loop needs more than 24.
+  static constexpr int kProducerRegsMaskSmem = 40;
+  static constexpr int kConsumerRegsMaskSmem = 232;
 
   static_assert(kHeadDim == 128, "the kernel is written for head_dim 128 only");
   static_assert(kRowsPerConsumer == 64, "each consumer warpgroup issues 64-row wgmma");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "wgmma N must be a multiple of 16 up to 256 (8 for bf16)");
+  static_assert(kProducerRegsMaskSmem * 128 + kConsumerRegsMaskSmem * 128 * kNumConsumerWarpgroups <= 65536,
+                "register file budget of one SM exceeded by the setmaxnreg split (mask staging)");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kNumConsumerWarpgroups <= 65536,
                 "register file budget of one SM exceeded by the setmaxnreg split");
 };
@@ -105,7 +110,27 @@ using PipelineK = cutlass::PipelineTmaAsync<C::kStages>;
 using PipelineV = cutlass::PipelineTmaAsync<C::kStages>;
 using PipeState = typename PipelineK::PipelineState;
 
-struct SharedStorage {
+// MIXED mask tiles staged in shared memory (VLATTN_ATTN_MASK_SMEM, default on; §12 of the design
+// notes). Stage layout: 128 rows x 64 32-bit words (one word = two bf16 keys), row pitch 256 bytes,
+// the 16-byte chunk c of row r stored at chunk c ^ (r % 8) (a consumer warp reads 8 rows x 4 words
+// of one chunk column per access: 32 distinct banks), plus a 65th word per row in a side array
+// (the shifted layout below needs it). Two layouts, chosen per launch:
+//   aligned (mask_vec16: 16-byte aligned pointer, strides multiples of 8): word w holds keys
+//           key0 + 2w, +1, copied with 16-byte cp.async;
+//   shifted (anything else, e.g. the odd row strides of S 541 / 613): word w holds the 4-byte
+//           aligned global word w of the row counted from key0 - parity (parity = the row start's
+//           element offset mod 2), copied with 4-byte cp.async; consumers recombine two words.
+// Out-of-range keys and rows are zero-filled (src-size); the consumers set those scores to -inf or
+// drop the rows as before.
+constexpr int kMaskStages = 2;
+constexpr int kMaskWordsPerRow = C::kBlockN / 2;                                // 64
+constexpr int kMaskStageBytes = C::kBlockM * kMaskWordsPerRow * 4;              // 32 KB
+static_assert(kMaskWordsPerRow == 64 && C::kBlockM % 8 == 0, "swizzle: 16 chunks of 16 bytes per row");
+using PipelineM = cutlass::PipelineAsync<kMaskStages>;
+using PipeStateM = typename PipelineM::PipelineState;
+constexpr int kMaskCopyWarps = 3;  // producer warpgroup warps 1..3 (warp 0 issues the TMA loads)
+
+struct SharedStorageBase {
   // 128B swizzle needs 1024-byte aligned tiles.
   alignas(1024) Element q[cosize_v<SmemLayoutQ>];  // also the O staging buffer in the epilogue
   alignas(1024) Element k[cosize_v<SmemLayoutK>];
@@ -115,9 +140,24 @@ struct SharedStorage {
   alignas(8) uint64_t q_full;  // transaction barrier of the single Q load
 };
 
-constexpr int kSmemBytes = int(sizeof(SharedStorage));
+template <bool kMaskSmem>
+struct SharedStorage : SharedStorageBase {};
+
+template <>
+struct SharedStorage<true> : SharedStorageBase {
+  // 256-byte aligned stages: the consumers' address math XORs bits 4..7 of the stage address.
+  alignas(256) uint32_t mask[kMaskStages][C::kBlockM * kMaskWordsPerRow];
+  alignas(16) uint32_t mask_extra[kMaskStages][C::kBlockM];  // word 64 of each row (shifted layout)
+  typename PipelineM::SharedStorage pipe_m;
+};
+
+template <bool kMaskSmem>
+constexpr int kSmemBytes = int(sizeof(SharedStorage<kMaskSmem>));
 constexpr int kMaxSmemBytes = 227 * 1024;  // opt-in dynamic shared memory per block on H100/H200
-static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory budget exceeded");
+static_assert(kSmemBytes<false> <= kMaxSmemBytes, "shared memory budget exceeded");
+static_assert(kSmemBytes<true> <= kMaxSmemBytes, "shared memory budget exceeded (mask ring)");
+static_assert(sizeof(SharedStorage<true>::mask[0]) == kMaskStageBytes && kMaskStageBytes % 256 == 0,
+              "mask stage size / alignment");
 
 constexpr uint32_t kQBytes = C::kBlockM * C::kHeadDim * sizeof(Element);
 constexpr uint32_t kKBytes = C::kBlockN * C::kHeadDim * sizeof(Element);
@@ -185,6 +225,9 @@ struct KernelParams {
   int n_blocks;
   int live_chunks;
   bool mask_broadcast;        // mask batch dim 1: summary batch index 0
+  // Mask staging (kernels with kMaskSmem): 16-byte aligned pointer and strides -> the aligned smem
+  // layout and 16-byte cp.async; otherwise the shifted layout and 4-byte cp.async.
+  bool mask_vec16;
 };
 
 // Walks the key tiles of one CTA in order, leaving out those that are skipped exactly. Producer and
@@ -240,6 +283,20 @@ CUTLASS_DEVICE float fast_exp2(float x) {
   return y;
 }
 
+// cp.async with zero-fill: copies src_bytes (0..size) from src and zero-fills the rest of the
+// size-byte destination. src must be size-aligned even when src_bytes is 0 (then nothing is read).
+CUTLASS_DEVICE void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+CUTLASS_DEVICE void cp_async_4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+CUTLASS_DEVICE uint32_t lds_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 // The four lanes of a quad hold the same two accumulator rows (the wgmma C layout gives lane l
 // row l/4 and columns 2*(l%4), +1 of every 8-column group): reduce across them.
 CUTLASS_DEVICE float quad_max(float x) {
@@ -262,23 +319,75 @@ CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4
 // while this executes) has landed in O.
 // kMasked: the tile has an additive mask, causal diagonal or Sk tail -> the overflow-safe form.
 // load_mask: false for ZERO tiles (x + 0 == x exactly, so leaving the add out changes no bit).
-template <bool kMasked, class FragS>
+// Where the masked path reads the mask of a tile.
+enum MaskSource : int {
+  kMaskGlobal = 0,        // per-element __ldg from the user's mask (VLATTN_ATTN_MASK_SMEM=0)
+  kMaskSmemAligned = 1,   // the staged tile, aligned layout: one shared load per accumulator pair
+  kMaskSmemShifted = 2,   // the staged tile, shifted layout: two shared loads and a byte permute
+};
+
+// Per-thread shared-memory addresses of the staged mask tile (stage 0; + stage * kMaskStageBytes).
+struct MaskSmemThread {
+  uint32_t a0q[2];    // row r: stage base + row*256 + (row%8)*16 + 4*q (q = this lane's pair in a chunk)
+  uint32_t extra[2];  // row r: the row's 65th word (shifted layout), stage 0
+  uint32_t sel[2];    // row r: byte-permute selector, 0x3210 (parity 0) or 0x5432 (parity 1)
+  uint32_t q4;        // 4*q
+
+  // Bits of the bf16 pair (keys col[j][0], col[j][0] + 1) of row r: low half the first key.
+  template <bool kShifted>
+  CUTLASS_DEVICE uint32_t pair(int r, int j, int stage) const {
+    const uint32_t so = uint32_t(stage) * kMaskStageBytes;
+    // a0q has zero bits 4..7 apart from the row's swizzle (bits 4..6): XOR applies the swizzle to the
+    // chunk index j (bit 7 = j / 8 is then a plain add).
+    const uint32_t addr0 = (a0q[r] ^ (uint32_t(j) << 4)) + so;
+    const uint32_t w0 = lds_u32(addr0);
+    if constexpr (!kShifted) {
+      return w0;
+    } else {
+      // Word k + 1 (k = 4j + q): the next word of the chunk, the first word of chunk j + 1, or the
+      // side word of the row (k + 1 == 64).
+      uint32_t addr1;
+      if (j + 1 < kColGroups)
+        addr1 = q4 < 12 ? addr0 + 4 : (((a0q[r] - 12) ^ (uint32_t(j + 1) << 4)) + so);
+      else
+        addr1 = q4 < 12 ? addr0 + 4 : extra[r] + uint32_t(stage) * (C::kBlockM * 4);
+      const uint32_t w1 = lds_u32(addr1);
+      return __byte_perm(w0, w1, sel[r]);
+    }
+  }
+};
+
+template <bool kMasked, int kMaskSrc = kMaskGlobal, class FragS>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
                                  const int (&col)[kColGroups][2], int key0, const KernelParams& kp,
-                                 const uint16_t* const (&mask_row)[2], bool load_mask) {
+                                 const uint16_t* const (&mask_row)[2], bool load_mask,
+                                 const MaskSmemThread* ms = nullptr, int mask_stage = 0) {
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
     if constexpr (kMasked) {
       CUTE_UNROLL
       for (int j = 0; j < kColGroups; ++j) {
+        uint32_t pair = 0;
+        if constexpr (kMaskSrc != kMaskGlobal) {
+          if (load_mask) pair = ms->template pair<kMaskSrc == kMaskSmemShifted>(r, j, mask_stage);
+        }
         CUTE_UNROLL
         for (int c = 0; c < 2; ++c) {
           const int i = acc_idx(c, r, j);
-          float x = s(i) * kp.scale;
           const int key = key0 + col[j][c];
-          if (load_mask && mask_row[r] != nullptr && key < kp.seqlen_k)
-            x += bf16_bits_to_float(__ldg(mask_row[r] + key));
+          float x;
+          if constexpr (kMaskSrc == kMaskGlobal) {
+            x = s(i) * kp.scale;
+            if (load_mask && mask_row[r] != nullptr && key < kp.seqlen_k)
+              x += bf16_bits_to_float(__ldg(mask_row[r] + key));
+          } else {
+            // The same two roundings as the global path's FMUL + FADD (compiled that way, checked in
+            // the SASS): _rn keeps the compiler from contracting them into one FFMA. Rows >= Sq and
+            // keys >= Sk read zero-filled words: those rows are never stored, those keys become -inf.
+            x = __fmul_rn(s(i), kp.scale);
+            if (load_mask) x = __fadd_rn(x, __uint_as_float(c == 0 ? pair << 16 : pair & 0xffff0000u));
+          }
           if (key >= kp.seqlen_k || (kp.causal && key > row[r])) x = kNegInf;
           s(i) = x;
           mx = fmaxf(mx, x);
@@ -339,11 +448,13 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
 // kPipelined: the overlapped consumer loop (intra-warpgroup overlap + ping-pong). false: the plain
 // v1 loop (S, softmax, PV strictly in sequence), kept as a fallback for diagnosis
 // (VLATTN_ATTN_SIMPLE=1 selects it at run time).
-template <bool kPipelined>
+// kMaskSmem: MIXED mask tiles are staged in shared memory by producer warps 1..3 (launched only with a
+// mask; VLATTN_ATTN_MASK_SMEM=0 selects false, the per-element global loads, bitwise the same result).
+template <bool kPipelined, bool kMaskSmem>
 __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams const kp) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) char smem_buf[];
-  SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf);
+  SharedStorage<kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kMaskSmem>*>(smem_buf);
 
   const int warp_group = threadIdx.x / 128;
   // Grid order: heads fastest (the G heads of one KV head and all heads reading the same mask rows run
@@ -373,10 +484,23 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   pv.initializing_warp = 1;
   PipelineK pipe_k(ss.pipe_k, pk, Shape<_1, _1, _1>{});
   PipelineV pipe_v(ss.pipe_v, pv, Shape<_1, _1, _1>{});
-  if (threadIdx.x == 64) {  // warp 2: the pipelines' init warps are 0 and 1
+  if (threadIdx.x == 64) {  // warp 2: the pipelines' init warps are 0 and 1 (3: the mask ring)
     cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
     cutlass::arch::fence_barrier_init();
   }
+  // Mask ring: producers are the 96 threads of warps 1..3 (each arrives once per stage, plus one
+  // cp.async arrival that lands when its copies have), consumers all 256 consumer threads.
+  using RoleM = typename PipelineM::ThreadCategory;
+  typename PipelineM::Params pm;
+  pm.role = warp_group == 0 ? RoleM::Producer : RoleM::Consumer;
+  pm.producer_arv_count = 32 * kMaskCopyWarps;
+  pm.consumer_arv_count = 128 * C::kNumConsumerWarpgroups;
+  pm.dst_blockid = 0;
+  pm.initializing_warp = 3;
+  [[maybe_unused]] auto pipe_m = [&] {
+    if constexpr (kMaskSmem) return PipelineM(ss.pipe_m, pm);
+    else return 0;
+  }();
   __syncthreads();
 
   Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
@@ -385,7 +509,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer
-    cutlass::arch::warpgroup_reg_dealloc<C::kProducerRegs>();
+    cutlass::arch::warpgroup_reg_dealloc<kMaskSmem ? C::kProducerRegsMaskSmem : C::kProducerRegs>();
     if (threadIdx.x == 0) {
       Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
       Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
@@ -411,9 +535,76 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         ++state;
       }
     }
+    if constexpr (kMaskSmem) {
+      if (threadIdx.x >= 32 && kp.mask != nullptr) {
+        // ------------------------------------------------------------ mask tile copies (warps 1..3)
+        // Same tile order as the TMA thread; every visited tile that is not ZERO (MIXED, or DEAD when
+        // DEAD tiles are not skipped) is staged, in the order the consumers apply them.
+        // The walker first: its live-row reads need registers that the copy loop's state would take.
+        const TileWalker walk(kp, batch, m_block, n_tiles);
+        const int row0 = m_block * C::kBlockM;
+        const int rows_valid = min(int(C::kBlockM), kp.seqlen_q - row0);
+        // Row 0 of this q-block (a pointer past the mask for padding rows is never dereferenced).
+        const uint16_t* mrow0 = kp.mask + int64_t(batch) * kp.mask_batch_stride + int64_t(row0) * kp.mask_row_stride;
+        PipeStateM st = cutlass::make_producer_start_state<PipelineM>();
+#pragma unroll 1
+        for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
+          if (walk.kind(n) == kTileZero) continue;
+          // The ring's barriers by their shared addresses (not through pipe_m's 64-bit generic
+          // pointers: this loop runs in kProducerRegsMaskSmem registers).
+          cutlass::arch::ClusterBarrier::wait(reinterpret_cast<uint64_t const*>(&ss.pipe_m.empty_barrier_[st.index()]),
+                                              st.phase());
+          // Per-thread indices re-derived every tile from an opaque copy: keeps the compiler from
+          // hoisting per-thread address terms out of the tile loop (they spilled at 40 registers).
+          int pt = int(threadIdx.x) - 32;  // 0..95
+          asm volatile("" : "+r"(pt));
+          const int pwarp = pt / 32, lane = pt % 32;
+          const uint32_t sbase = cute::cast_smem_ptr_to_uint(&ss.mask[0][0]) + st.index() * kMaskStageBytes;
+          const int key0 = n * C::kBlockN;
+          const int keys = min(kp.seqlen_k - key0, int(C::kBlockN));  // valid keys of the tile, >= 1
+          // Source of empty copies: a 16-byte aligned address inside the mask's allocation.
+          const void* dummy = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(kp.mask) & ~uintptr_t(15));
+          if (kp.mask_vec16) {
+            // 16 lanes per row, one 16-byte chunk (8 keys) each: a warp copies two rows per step.
+            const int chunk = lane % 16;
+            const int col_bytes = 2 * max(0, min(8, keys - 8 * chunk));
+            int rr = 2 * pwarp + lane / 16;
+            const char* src = reinterpret_cast<const char*>(mrow0 + int64_t(rr) * kp.mask_row_stride + key0 + 8 * chunk);
+#pragma unroll 1
+            for (; rr < C::kBlockM; rr += 2 * kMaskCopyWarps) {
+              const int bytes = rr < rows_valid ? col_bytes : 0;
+              cp_async_16(sbase + rr * 256 + ((chunk ^ (rr & 7)) << 4), bytes > 0 ? src : dummy, bytes);
+              src += 2 * kMaskCopyWarps * 2 * kp.mask_row_stride;
+            }
+          } else {
+            // One row per warp step: 65 aligned words from key0 - parity (the word holding key0).
+            const char* rowp = reinterpret_cast<const char*>(mrow0 + int64_t(pwarp) * kp.mask_row_stride + key0);
+            const uint32_t xbase = cute::cast_smem_ptr_to_uint(&ss.mask_extra[0][0]) + st.index() * (C::kBlockM * 4);
+#pragma unroll 1
+            for (int rr = pwarp; rr < C::kBlockM; rr += kMaskCopyWarps) {
+              const int parity = int((reinterpret_cast<uintptr_t>(rowp) >> 1) & 1);
+              const bool valid_row = rr < rows_valid;
+#pragma unroll 1
+              for (int w = lane; w <= kMaskWordsPerRow; w += 32) {
+                const int e = 2 * w - parity;  // tile key of the word's low half
+                const int bytes = !valid_row ? 0 : (e + 1 < keys ? 4 : (e < keys ? 2 : 0));
+                const uint32_t dst = w < kMaskWordsPerRow ? sbase + rr * 256 + (((w >> 2) ^ (rr & 7)) << 4) + 4 * (w & 3)
+                                                          : xbase + rr * 4;
+                cp_async_4(dst, bytes > 0 ? static_cast<const void*>(rowp + 2 * e) : dummy, bytes);
+              }
+              rowp += kMaskCopyWarps * 2 * kp.mask_row_stride;
+            }
+          }
+          uint64_t const* full = reinterpret_cast<uint64_t const*>(&ss.pipe_m.full_barrier_[st.index()]);
+          cutlass::arch::cpasync_barrier_arrive(full);  // lands when this thread's copies have
+          cutlass::arch::ClusterBarrier::arrive(full);
+          ++st;
+        }
+      }
+    }
   } else {
     // ---------------------------------------------------------------- consumers
-    cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
+    cutlass::arch::warpgroup_reg_alloc<kMaskSmem ? C::kConsumerRegsMaskSmem : C::kConsumerRegs>();
     const int ct = threadIdx.x - 128;          // 0..255 across both consumer warpgroups
     const int consumer_wg = warp_group - 1;    // 0 or 1: rows [64*wg, 64*wg + 64) of the tile
 
@@ -454,6 +645,25 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         if (row[r] < kp.seqlen_q)
           mask_row[r] = kp.mask + int64_t(batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride;
     }
+    // Staged mask tiles: this thread's shared-memory addresses (see MaskSmemThread).
+    MaskSmemThread ms{};
+    if constexpr (kMaskSmem) {
+      const uint32_t smem_mask = cute::cast_smem_ptr_to_uint(&ss.mask[0][0]);
+      const uint32_t smem_extra = cute::cast_smem_ptr_to_uint(&ss.mask_extra[0][0]);
+      ms.q4 = uint32_t(2 * col[0][0]);  // col[0][0] = 2q: the pair's byte offset in its 16-byte chunk
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int lr = row[r] - m_block * C::kBlockM;  // 0..127
+        ms.a0q[r] = smem_mask + uint32_t(lr) * 256 + (uint32_t(lr & 7) << 4) + ms.q4;
+        ms.extra[r] = smem_extra + uint32_t(lr) * 4;
+        // Parity of the row start's element address (key0 is even): as the producer computes it.
+        const uintptr_t start = reinterpret_cast<uintptr_t>(kp.mask) +
+                                2 * uintptr_t(int64_t(batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride);
+        ms.sel[r] = ((start >> 1) & 1) ? 0x5432u : 0x3210u;
+      }
+    }
+    [[maybe_unused]] PipeStateM st_m;  // consumer start: stage 0, phase 0
+
     // Tiles that need the per-element mask path: every tile with a mask tensor; the Sk tail tile; the
     // causal tiles that reach past the block's first row.
     const int first_row = m_block * C::kBlockM;
@@ -494,9 +704,25 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       const int key0 = n * C::kBlockN;
       const bool masked = kp.mask != nullptr || !kp.fold_scale || (tail && n == n_tiles - 1) ||
                           (kp.causal && key0 + C::kBlockN - 1 > first_row);
-      if (masked)
-        softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, walk.kind(n) != kTileZero);
-      else
+      if (masked) {
+        const bool load_mask = walk.kind(n) != kTileZero;
+        if constexpr (kMaskSmem) {
+          if (load_mask && kp.mask != nullptr) {
+            pipe_m.consumer_wait(st_m);
+            if (kp.mask_vec16)
+              softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,
+                                                   st_m.index());
+            else
+              softmax_tile<true, kMaskSmemShifted>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,
+                                                   st_m.index());
+            pipe_m.consumer_release(st_m);
+            ++st_m;
+            return;
+          }
+        }
+        // kMaskSmem kernels run only with a mask: here the tile is ZERO (no mask loads compiled in).
+        softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, kMaskSmem ? false : load_mask);
+      } else
         softmax_tile<false>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, false);
     };
     auto convert_p = [&]() {
@@ -686,6 +912,31 @@ inline SummaryLayout summary_layout(const AttentionParams& p) {
 
 inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p).total(); }
 
+// An environment switch read once per process: unset or empty -> fallback, "0" -> false, else true.
+inline bool env_flag(const char* name, bool fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || env[0] == '\0') return fallback;
+  return env[0] != '0';
+}
+
+// One kernel instantiation: its shared-memory opt-in is per device context and per kernel (a static
+// flag per instantiation: kernels of one signature must not share it, bench/NOTES.md lessons).
+template <bool kPipelined, bool kMaskSmem>
+inline AttentionStatus launch_kernel(const KernelParams& kp, dim3 grid, const AttentionParams& p) {
+  auto kernel = attention_kernel<kPipelined, kMaskSmem>;
+  constexpr int kBytes = kSmemBytes<kMaskSmem>;
+  constexpr int kMaxDevices = 64;
+  static bool smem_attr_set[kMaxDevices] = {};  // a benign race at worst sets the same value twice
+  const bool cached = p.device >= 0 && p.device < kMaxDevices && smem_attr_set[p.device];
+  if (!cached) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) != cudaSuccess)
+      return AttentionStatus::kInitFailed;
+    if (p.device >= 0 && p.device < kMaxDevices) smem_attr_set[p.device] = true;
+  }
+  kernel<<<grid, C::kThreads, kBytes, p.stream>>>(kp);
+  return cudaPeekAtLastError() == cudaSuccess ? AttentionStatus::kSuccess : AttentionStatus::kLaunchFailed;
+}
+
 inline AttentionStatus launch(const AttentionParams& p) {
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.o == nullptr) return AttentionStatus::kInvalidArgument;
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
@@ -720,6 +971,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
       0,
       0,
       p.mask_batch_stride == 0,
+      false,
   };
 
   const SummaryLayout sl = summary_layout(p);
@@ -756,25 +1008,17 @@ inline AttentionStatus launch(const AttentionParams& p) {
   }
 
   // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
-  static const bool simple_loop = [] {
-    const char* env = std::getenv("VLATTN_ATTN_SIMPLE");
-    return env != nullptr && env[0] != '\0' && env[0] != '0';
-  }();
-  auto kernel = simple_loop ? attention_kernel<false> : attention_kernel<true>;
-
-  // The shared-memory opt-in is per device context: set it once per device (a benign race at worst
-  // sets the same value twice).
-  constexpr int kMaxDevices = 64;
-  static bool smem_attr_set[kMaxDevices] = {};
-  const bool cached = p.device >= 0 && p.device < kMaxDevices && smem_attr_set[p.device];
-  if (!cached) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess)
-      return AttentionStatus::kInitFailed;
-    if (p.device >= 0 && p.device < kMaxDevices) smem_attr_set[p.device] = true;
-  }
+  static const bool simple_loop = env_flag("VLATTN_ATTN_SIMPLE", false);
+  // VLATTN_ATTN_MASK_SMEM=0: MIXED mask tiles read element-wise from global memory (the pre-staging
+  // path, bitwise the same result); default: staged in shared memory by the producer's idle warps.
+  static const bool mask_smem = env_flag("VLATTN_ATTN_MASK_SMEM", true);
+  const bool stage_mask = mask_smem && p.mask != nullptr;
+  kp.mask_vec16 = reinterpret_cast<uintptr_t>(p.mask) % 16 == 0 && p.mask_batch_stride % 8 == 0 &&
+                  p.mask_row_stride % 8 == 0;
   const dim3 grid(p.heads_q, m_blocks, p.batch);
-  kernel<<<grid, C::kThreads, kSmemBytes, p.stream>>>(kp);
-  return cudaPeekAtLastError() == cudaSuccess ? AttentionStatus::kSuccess : AttentionStatus::kLaunchFailed;
+  if (simple_loop)
+    return stage_mask ? launch_kernel<false, true>(kp, grid, p) : launch_kernel<false, false>(kp, grid, p);
+  return stage_mask ? launch_kernel<true, true>(kp, grid, p) : launch_kernel<true, false>(kp, grid, p);
 }
 
 }  // namespace attn_sm90
