@@ -94,6 +94,15 @@ def _free_cuda_memory():
         torch.cuda.empty_cache()
 
 
+@pytest.fixture
+def highest_fp32_matmul():
+    """The fp32 references must be fp32 (no TF32) while the test runs."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(previous)
+
+
 def poison(t: torch.Tensor) -> torch.Tensor:
     """Fill a floating output buffer with NaN (in place) so that unwritten elements cannot pass."""
     if not t.is_floating_point():

@@ -29,15 +29,6 @@ ATOL, RTOL = 1e-2, 0.05
 BF16_MIN = torch.finfo(BF16).min
 
 
-@pytest.fixture
-def highest_fp32_matmul():
-    """The fp32 reference must be fp32 (no TF32)."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(previous)
-
-
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------

@@ -27,12 +27,8 @@ STREAMK = [c.name for c in GEMM_CONFIGS if c.scheduler == "streamk"]
 
 
 @pytest.fixture(autouse=True)
-def highest_fp32_matmul():
-    """The fp32 reference must be fp32 (no TF32)."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(previous)
+def _fp32_references(highest_fp32_matmul):
+    """Every test here compares with fp32 references: no TF32 (fixture in conftest)."""
 
 
 def operands(m, n, k, bias, *, x_shape=None):

@@ -300,15 +300,6 @@ def test_compile_out_variant_cpu():
 STRICT = ["007[B=1,S=128]", "007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]", "034[B=4,Lq=541,Lv=980]"]
 
 
-@pytest.fixture
-def highest_fp32_matmul():
-    """The fp32 reference must be fp32 (no TF32)."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(previous)
-
-
 def check_benchmark_rule(w: W.Workload, backend: str) -> None:
     api, ref_fn = LAYERS[w.problem]
     inputs = W.make_inputs(w, "cuda")
@@ -376,6 +367,31 @@ def test_native_out(name):
     assert api(**inputs, backend="native", out=view) is view
     assert torch.equal(view, expected)
     assert wide[..., expected.shape[-1]:].isnan().all()
+
+
+@requires_sm90
+@pytest.mark.parametrize("name", ["007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]"])
+def test_native_cpp_path_equals_python_path(name, monkeypatch):
+    """The C++ host path (one call for the three kernels) and the Python composition of the same ops
+    (taken after any C++ error) give the same bits."""
+    w = workload(name)
+    api, _ = LAYERS[w.problem]
+    inputs = W.make_inputs(w, "cuda")
+    fast = api(**inputs, backend="native")
+    monkeypatch.setattr(vlattn.ops, "_fast_native", lambda *a: False)
+    slow = api(**inputs, backend="native")
+    assert torch.isfinite(fast).all() and torch.equal(fast, slow)
+
+
+@requires_sm90
+def test_native_bad_mask_raises_layer_value_error():
+    """An error inside the C++ path surfaces as the layer's own ValueError (the full path re-validates)."""
+    w = workload("007[B=1,S=128]")
+    api, _ = LAYERS[w.problem]
+    inputs = W.make_inputs(w, "cuda")
+    inputs["attention_mask"] = inputs["attention_mask"][:, :, :, :64]
+    with pytest.raises(ValueError, match=r"vlattn\.mrope_self_attention: attention_mask"):
+        api(**inputs, backend="native")
 
 
 @requires_sm90

@@ -29,11 +29,8 @@ CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "c256", "m128mc"]
 
 
 @pytest.fixture(autouse=True)
-def highest_fp32_matmul():
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(previous)
+def _fp32_references(highest_fp32_matmul):
+    """Every test here compares with fp32 references: no TF32 (fixture in conftest)."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -131,6 +131,53 @@ CUTLASS_DEVICE void produce_tile(TmaA const& tma_a, TmaB const& tma_b, int m, in
   }
 }
 
+// Calls f(tma_b) with group g's tensor map. Static indices keep each map in kernel-parameter space
+// (TMA reads the descriptor from there; a runtime-indexed copy would live in local memory).
+template <class TmaA, class TmaB, class F>
+CUTLASS_DEVICE void with_group_tma(QkvKernelParams<TmaA, TmaB> const& kp, int g, F&& f) {
+  if (g == 0)
+    f(kp.tma_b[0]);
+  else if (g == 1)
+    f(kp.tma_b[1]);
+  else
+    f(kp.tma_b[2]);
+}
+
+// One output tile's mainloop: k_tiles stages from `read` on, wgmma with both operands in shared
+// memory and one batch kept in flight; a stage goes back to the producer once the batch after it is
+// issued and it has retired. `after_last_issue()` runs right after the last batch is committed. On
+// return every MMA has retired, all k_tiles stages are released, read and release advanced k_tiles.
+template <class Mma, class FragA, class FragB, class Acc, class Pipeline, class State, class AfterLastIssue>
+CUTLASS_DEVICE void mma_tile(Mma& mma, FragA& tCrA, FragB& tCrB, Acc& acc, Pipeline& pipeline, State& read,
+                             State& release, int k_tiles, AfterLastIssue&& after_last_issue) {
+  mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    pipeline.consumer_wait(read);
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+#pragma unroll
+    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+      cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    if (kt == k_tiles - 1) after_last_issue();
+    // Keep this k tile's batch in flight; the previous one is done, so its stage goes back.
+    warpgroup_wait<1>();
+    warpgroup_fence_operand(acc);
+    if (kt > 0) {
+      pipeline.consumer_release(release);
+      ++release;
+    }
+    ++read;
+  }
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(acc);
+  pipeline.consumer_release(release);
+  ++release;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Epilogue helpers
 // ---------------------------------------------------------------------------------------------
@@ -165,6 +212,21 @@ CUTLASS_DEVICE float channel_inv_freq(QkvRope const& rope, RopeMode mode, int c)
     return inv_freq(rope.theta, rope::rotate_half_pair(c, seg.base, seg.width).freq, seg.width);
   }
   return 0.0f;
+}
+
+// Accumulators + bias -> bf16 staging tile: F.linear's one rounding after the bias add. `bias` points
+// at the tile's first column (nullptr: no bias); `tCcC` maps each accumulator to its (row, column).
+template <class Acc, class Coords>
+CUTLASS_DEVICE void stage_with_bias(Acc const& acc, Coords const& tCcC, const __nv_bfloat16* bias,
+                                    __nv_bfloat16* staging, int pitch) {
+#pragma unroll
+  for (int i = 0; i < size(acc); ++i) {
+    const int r = get<0>(tCcC(i));
+    const int col = get<1>(tCcC(i));
+    float v = acc(i);
+    if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[col]));
+    staging[r * pitch + col] = __float2bfloat16_rn(v);
+  }
 }
 
 union Vec8 {
@@ -270,13 +332,10 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
       for (int t = blockIdx.x; t < kp.num_tiles; t += gridDim.x) {
         const TileCoord c = tile_coord(kp, t);
         const int n_group = p.groups[c.group].heads * kQkvHeadDim;
-        // Static indices keep each tensor map in kernel-parameter space (TMA reads it from there).
-        if (c.group == 0)
-          produce_tile<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(), ss.b.data());
-        else if (c.group == 1)
-          produce_tile<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(), ss.b.data());
-        else
-          produce_tile<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(), ss.b.data());
+        with_group_tma(kp, c.group, [&](auto const& tma_b) {
+          produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(),
+                          ss.b.data());
+        });
       }
     }
     return;
@@ -308,34 +367,11 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
       cutlass::arch::NamedBarrier::arrive_and_wait(256, kTurn[wg]);
     Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
     typename T::PipelineState release = read;
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      pipeline.consumer_wait(read);
-      warpgroup_fence_operand(acc);
-      warpgroup_arrive();
-#pragma unroll
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      // Hand the ring over as soon as this tile's last stage has been waited on: the other
-      // warpgroup's first wait is then within one phase, and its MMAs queue behind ours.
-      if (kt == k_tiles - 1 && t + stride < kp.num_tiles)
-        cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
-      // Keep this k tile's batch in flight; the previous one is done, so its stage goes back.
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(acc);
-      if (kt > 0) {
-        pipeline.consumer_release(release);
-        ++release;
-      }
-      ++read;
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
-    pipeline.consumer_release(release);
+    // Hand the ring over as soon as this tile's last stage has been waited on: the other
+    // warpgroup's first wait is then within one phase, and its MMAs queue behind ours.
+    mma_tile(mma, tCrA, tCrB, acc, pipeline, read, release, k_tiles, [&] {
+      if (t + stride < kp.num_tiles) cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
+    });
     read.advance(k_tiles);  // skip the other warpgroup's next tile
 
     // 1. bias, F.linear's rounding, into the staging tile.
@@ -343,14 +379,7 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
     const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
     // The previous tile's RoPE pass may still read the staging tile and inv_freq.
     cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
-#pragma unroll
-    for (int i = 0; i < size(acc); ++i) {
-      const int r = get<0>(tCcC(i));
-      const int col = get<1>(tCcC(i));
-      float v = acc(i);
-      if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[c.head * kQkvHeadDim + col]));
-      staging[r * T::StagePitch + col] = __float2bfloat16_rn(v);
-    }
+    stage_with_bias(acc, tCcC, bias == nullptr ? nullptr : bias + c.head * kQkvHeadDim, staging, T::StagePitch);
     ss.inv_freq[wg][threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
     cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
 
@@ -452,15 +481,10 @@ __global__ void __launch_bounds__(T::Threads, 1)
         const TileCoord c = pair_coord(kp, t);
         const int n_group = p.groups[c.group].heads * kQkvHeadDim;
         const int pair = c.head / 2;  // B tile index in units of 256 rows
-        if (c.group == 0)
-          produce_tile<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
+        with_group_tma(kp, c.group, [&](auto const& tma_b) {
+          produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
                           ss.b.data());
-        else if (c.group == 1)
-          produce_tile<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
-                          ss.b.data());
-        else
-          produce_tile<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
-                          ss.b.data());
+        });
       }
     }
     return;
@@ -482,43 +506,13 @@ __global__ void __launch_bounds__(T::Threads, 1)
   for (int t = blockIdx.x; t < kp.num_tiles; t += gridDim.x) {
     const TileCoord c = pair_coord(kp, t);
     Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      pipeline.consumer_wait(read);
-      warpgroup_fence_operand(acc);
-      warpgroup_arrive();
-#pragma unroll
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(acc);
-      if (kt > 0) {
-        pipeline.consumer_release(release);
-        ++release;
-      }
-      ++read;
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
-    pipeline.consumer_release(release);
-    ++release;
+    mma_tile(mma, tCrA, tCrB, acc, pipeline, read, release, k_tiles, [] {});
 
     QkvGroup const& grp = p.groups[c.group];
     const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
     // The previous tile's RoPE pass may still read the staging tile and inv_freq.
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
-#pragma unroll
-    for (int i = 0; i < size(acc); ++i) {
-      const int r = get<0>(tCcC(i));
-      const int col = get<1>(tCcC(i));
-      float v = acc(i);
-      if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[c.head * kQkvHeadDim + col]));
-      staging[r * T::StagePitch + col] = __float2bfloat16_rn(v);
-    }
+    stage_with_bias(acc, tCcC, bias == nullptr ? nullptr : bias + c.head * kQkvHeadDim, staging, T::StagePitch);
     if (t_cons < kQkvHeadDim) ss.inv_freq[t_cons] = channel_inv_freq(p.rope, grp.rope, t_cons);
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
     for (int h = 0; h < 2; ++h)
@@ -611,15 +605,10 @@ __global__ void __launch_bounds__(T::Threads, 1)
     if (threadIdx.x == 0) {
       auto state = cutlass::make_producer_start_state<Pipeline>();
       const int n_group = grp.heads * kQkvHeadDim;
-      if (c.group == 0)
-        produce_tile<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
+      with_group_tma(kp, c.group, [&](auto const& tma_b) {
+        produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
                         ss.mainloop.b.data(), kt_begin, kt_end);
-      else if (c.group == 1)
-        produce_tile<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
-                        ss.mainloop.b.data(), kt_begin, kt_end);
-      else
-        produce_tile<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
-                        ss.mainloop.b.data(), kt_begin, kt_end);
+      });
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<232>();
