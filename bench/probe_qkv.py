@@ -1,8 +1,9 @@
 """Quick device probe of the fused QKV projection (until `vlattn-bench --mode qkv` lands).
 
-For a few workloads: fused op (auto / m128 / m64) vs the unfused reference stage (cuBLAS F.linear +
-PyTorch bias/RoPE + .contiguous()), and a plain cuBLAS GEMM over pre-concatenated weights (a
-floor for the projection alone, not a fair baseline: callers do not hand us concatenated weights).
+For a few workloads: fused op (auto and each named config, m128mc included) vs the unfused
+reference stage (cuBLAS F.linear + PyTorch bias/RoPE + .contiguous()), and a plain cuBLAS GEMM over
+pre-concatenated weights (a floor for the projection alone, not a fair baseline: callers do not hand
+us concatenated weights).
 Cold L2, median of --iters. Prints one line per workload.
 
     python bench/probe_qkv.py [--iters 20] [--workloads 007,034]
@@ -28,7 +29,7 @@ def main():
     dev = torch.device("cuda")
     timer = CudaTimer(dev)
     med = lambda step: statistics.median(timer(step, args.iters, 3))  # noqa: E731
-    print(f"{'workload':28s} {'M':>6s} {'fused':>8s} {'m128':>8s} {'m64':>8s} {'sk2':>6s} {'sk3':>6s} {'sk4':>6s} {'c256':>7s} "
+    print(f"{'workload':28s} {'M':>6s} {'fused':>8s} {'m128':>8s} {'m64':>8s} {'sk2':>6s} {'sk3':>6s} {'sk4':>6s} {'c256':>7s} {'m128mc':>7s} "
           f"{'unfused':>8s} {'cat-GEMM':>8s} "
           f"{'x unfused':>9s} {'TF/s':>6s} {'W TB/s':>6s} {'graph':>7s} {'host/call':>9s}")
     for w in W.sorted_by_sol([x for p in args.problems.split(",") for x in W.load(p)]):
@@ -76,13 +77,14 @@ def main():
         t = {k: med(f) for k, f in (("fused", fused), ("m128", lambda: fused("m128")), ("m64", lambda: fused("m64")),
                                     ("sk2", lambda: fused("splitk2")), ("sk3", lambda: fused("splitk3")),
                                     ("sk4", lambda: fused("splitk4")), ("c256", lambda: fused("c256")),
+                                    ("mc", lambda: fused("m128mc")),
                                     ("unfused", unfused), ("cat", cat))}
         m_rows = sum(x.shape[0] * x.shape[1] for x in xs) if w.problem == "034" else xs[0].shape[0] * xs[0].shape[1]
         flop = sum(2 * (x.shape[0] * x.shape[1]) * wt.shape[0] * wt.shape[1]
                    for x, wt in (zip([xs[0]] * 3, ws) if w.problem == "007" else zip([xs[0], xs[1], xs[1]], ws)))
         wbytes = sum(wt.numel() * 2 for wt in ws)
         print(f"{w.problem}{str(w.axes):25.25s} {m_rows:6d} {t['fused']:8.1f} {t['m128']:8.1f} {t['m64']:8.1f} "
-              f"{t['sk2']:6.1f} {t['sk3']:6.1f} {t['sk4']:6.1f} {t['c256']:7.1f} "
+              f"{t['sk2']:6.1f} {t['sk3']:6.1f} {t['sk4']:6.1f} {t['c256']:7.1f} {t['mc']:7.1f} "
               f"{t['unfused']:8.1f} {t['cat']:8.1f} {t['unfused'] / t['fused']:8.2f}x "
               f"{flop / t['fused'] / 1e6:6.0f} {wbytes / t['fused'] / 1e6:6.2f} {t_graph:7.1f} {t_host:9.1f} "
               f"{'PASS' if worst <= 0 else 'FAIL'}")

@@ -25,7 +25,7 @@ HF_SECTION = (16, 24, 24, 16, 24, 24)
 SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("007")})
 SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
 TAILS = [1, 127, 541, 613]
-CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "c256"]
+CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "c256", "m128mc"]
 
 
 @pytest.fixture(autouse=True)
@@ -194,6 +194,17 @@ def test_mrope_tails_and_configs(seq, config):
     ref, ref32 = ref_mrope(args, HF_SECTION), ref_mrope(args, HF_SECTION, dtype=torch.float32)
     for got, r, r32, sc, name in zip(run_mrope(args, HF_SECTION, config), ref, ref32, mrope_scales(args), "qkv"):
         assert_close_to_reference(got, r, r32, f"{name} S={seq} {config}", sc)
+
+
+@requires_sm90
+@pytest.mark.parametrize("seq", [3969, 4096])
+def test_m128mc_matches_m128(seq):
+    """The multicast cluster config runs each tile's MMAs in m128's order: bitwise equal outputs, over
+    several tiles per CTA (phase wrap-around of the ring, both ping-pong warpgroups) and an odd
+    row-tile count (3969 rows: 31 tiles, the last cluster pair padded)."""
+    args = mrope_case(1, seq)
+    for got, ref, name in zip(run_mrope(args, HF_SECTION, "m128mc"), run_mrope(args, HF_SECTION, "m128"), "qkv"):
+        assert_bitwise(got, ref, f"{name} S={seq} m128mc vs m128")
 
 
 @requires_sm90

@@ -100,7 +100,9 @@ at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t
 }
 
 // Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
-// a cluster); "" or "auto" picks by the number of 128-row tiles against the SM count.
+// a cluster), "c256" (head-pair tiles), "m128mc" (m128 in 2-CTA clusters along M with the weight tile
+// multicast; named only, not in the automatic rule until measured); "" or "auto" picks by the number
+// of 128-row tiles against the SM count.
 QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count,
                       bool even_groups) {
   static const std::pair<const char*, QkvConfig> kNamed[] = {{"m128", QkvConfig::kM128},
@@ -108,11 +110,12 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
                                                              {"splitk2", QkvConfig::kSplitK2},
                                                              {"splitk3", QkvConfig::kSplitK3},
                                                              {"splitk4", QkvConfig::kSplitK4},
-                                                             {"c256", QkvConfig::kC256}};
+                                                             {"c256", QkvConfig::kC256},
+                                                             {"m128mc", QkvConfig::kM128Mc}};
   for (const auto& [name, cfg] : kNamed)
     if (config == name) return cfg;
   TORCH_CHECK(config.empty() || config == "auto", op,
-              ": config must be '', 'auto', 'm128', 'm64', 'splitk2', 'splitk3', 'splitk4' or 'c256'; got '",
+              ": config must be '', 'auto', 'm128', 'm64', 'splitk2', 'splitk3', 'splitk4', 'c256' or 'm128mc'; got '",
               std::string(config), "'");
   const int64_t tiles128 = heads * ((m + 127) / 128);
   // Few tiles: split K so that (nearly) every SM streams weights; each split keeps >= 14 k tiles.

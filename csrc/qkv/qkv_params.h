@@ -75,6 +75,7 @@ enum class QkvConfig : int32_t {
   kSplitK3 = 3,
   kSplitK4 = 4,
   kC256 = 5,    // persistent, 128 x 256 tiles (a head pair), two warpgroups on one tile: large M
+  kM128Mc = 6,  // kM128 in clusters of 2 CTAs along M, weight tile multicast to both: large M
 };
 
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the

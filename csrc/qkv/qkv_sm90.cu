@@ -99,6 +99,84 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
   }
 }
 
+// Co-resident clusters of the multicast kernel on this device (per device, queried once): the
+// persistent grid must not exceed it, or the clusters beyond would run after the others as a
+// second, mostly empty wave. 0 when the query fails (the caller then uses the SM count).
+template <auto kernel>
+int max_active_clusters_once(cudaLaunchConfig_t cfg) {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (device < kMaxDevices && cached[device] > 0) return cached[device];
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // the query's error must not surface as the launch's
+    return 0;
+  }
+  if (device < kMaxDevices) cached[device] = clusters;
+  return clusters;
+}
+
+// Config m128mc: the ping-pong kernel in clusters of T::ClusterM CTAs along M, B multicast.
+template <class T>
+cudaError_t launch_mc(const QkvParams& p) {
+  using Element = typename T::Element;
+  auto tma_a = make_tma_atom(
+      SM90_TMA_LOAD{},
+      make_tensor(make_gmem_ptr(static_cast<Element const*>(p.x)), make_shape(p.m, p.k), make_stride(p.ldx, Int<1>{})),
+      typename T::SmemLayoutA{}(_, _, 0), Shape<Int<T::TileM>, Int<T::BK>>{});
+  // Each CTA's box is 1/ClusterM of the B tile (the atom splits the box along N).
+  auto make_b = [&](const QkvGroup& g) {
+    return make_tma_atom(SM90_TMA_LOAD_MULTICAST{},
+                         make_tensor(make_gmem_ptr(static_cast<Element const*>(g.weight)),
+                                     make_shape(g.heads * kQkvHeadDim, p.k), make_stride(g.ldw, Int<1>{})),
+                         typename T::SmemLayoutB{}(_, _, 0), Shape<Int<T::BN>, Int<T::BK>>{}, Int<T::ClusterM>{});
+  };
+  using TmaA = decltype(tma_a);
+  using TmaB = decltype(make_b(p.groups[0]));
+  const QkvGroup& g1 = p.num_groups > 1 ? p.groups[1] : p.groups[0];
+  const QkvGroup& g2 = p.num_groups > 2 ? p.groups[2] : p.groups[0];
+  QkvKernelParams<TmaA, TmaB> kp{tma_a, {make_b(p.groups[0]), make_b(g1), make_b(g2)}, p, {0, 0, 0, 0}, 0, 0};
+  int heads = 0;
+  for (int g = 0; g < kQkvMaxGroups; ++g) {
+    kp.first_tile[g] = heads;
+    if (g < p.num_groups) heads += p.groups[g].heads;
+  }
+  kp.first_tile[kQkvMaxGroups] = heads;
+  kp.n_tiles = heads;
+  // Pair tiles: (row pair, head); an odd row-tile count pads the last pair (see the kernel).
+  const long long row_tiles = (p.m + T::TileM - 1) / T::TileM;
+  const long long pair_tiles = static_cast<long long>(heads) * ((row_tiles + T::ClusterM - 1) / T::ClusterM);
+  if (pair_tiles > (1LL << 30)) return cudaErrorNotSupported;
+  kp.num_tiles = static_cast<int>(pair_tiles);
+
+  constexpr auto kernel = &qkv_rope_mc_kernel<T, TmaA, TmaB>;
+  cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(T::ClusterM);
+  cfg.blockDim = dim3(T::Threads);
+  cfg.dynamicSmemBytes = T::SmemBytes;
+  cfg.stream = p.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = T::ClusterM;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  // Persistent: at most one cluster per ClusterM SMs, and no more than fit at once.
+  const int sms = p.sm_count > 0 ? p.sm_count : 132;
+  long long clusters = sms / T::ClusterM;
+  const int resident = max_active_clusters_once<kernel>(cfg);
+  if (resident > 0 && resident < clusters) clusters = resident;
+  if (pair_tiles < clusters) clusters = pair_tiles;
+  if (clusters < 1) clusters = 1;
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * T::ClusterM));
+  return cudaLaunchKernelEx(&cfg, kernel, kp);
+}
+
 }  // namespace
 }  // namespace qkv
 
@@ -112,6 +190,7 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
     case QkvConfig::kM128: return qkv::launch<qkv::QkvTraits<128, 4>>(p);
     case QkvConfig::kM64: return qkv::launch<qkv::QkvTraits<64, 6>>(p);
     case QkvConfig::kC256: return qkv::launch<qkv::CoopTraits<3>>(p);
+    case QkvConfig::kM128Mc: return qkv::launch_mc<qkv::McTraits<4>>(p);
     case QkvConfig::kSplitK2: return qkv::launch<qkv::SplitKTraits<4>>(p, 2);
     case QkvConfig::kSplitK3: return qkv::launch<qkv::SplitKTraits<4>>(p, 3);
     case QkvConfig::kSplitK4: return qkv::launch<qkv::SplitKTraits<4>>(p, 4);

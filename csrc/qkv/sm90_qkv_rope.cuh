@@ -692,5 +692,182 @@ __global__ void __launch_bounds__(T::Threads, 1)
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------
+// Large M with B multicast (config m128mc): the ping-pong kernel in clusters of 2 CTAs along M.
+//
+// The two CTAs of a cluster work in lockstep on "pair tiles": pair tile u = (row pair u / n_tiles,
+// head u % n_tiles) gives CTA rank r the 128-row tile 2 * (u / n_tiles) + r of the same head, so
+// both need the same 128 x 64 weight slab per k step. Each CTA loads its own A tile and 64 of the
+// 128 weight rows, multicast into both CTAs' stage (SM90_TMA_LOAD_MULTICAST, mask 0b11): per CTA
+// and k step 24 KB leave L2 instead of 32 KB. Every stage's full barrier therefore completes on
+// three TMA transfers (own A, own B half, the peer's B half) = the whole stage's bytes, and a stage
+// may be refilled only when BOTH CTAs' consumers have released it (the peer writes into it):
+// PipelineTmaAsync built with the real cluster shape (2,1,1) counts 2 arrivals per empty barrier
+// and makes two threads of each consumer warpgroup signal, one per CTA.
+// Both CTAs walk the same pair-tile sequence, so their rings stay in step. An odd number of row
+// tiles pads the last pair: rank 1's tile then starts at or beyond row M, its TMA box reads zeros
+// and the epilogue stores nothing (rope_store_rows stops at row M); its B half is still loaded,
+// because rank 0 needs it. Before exit the producer waits until every stage has been released by
+// both CTAs (producer_tail), so no peer arrives on, or writes into, a finished CTA's shared memory.
+// The per-CTA mainloop, the ping-pong turns and the epilogue are those of qkv_rope_kernel.
+// ---------------------------------------------------------------------------------------------
+template <int Stages_>
+struct McTraits : QkvTraits<128, Stages_> {
+  using Base = QkvTraits<128, Stages_>;
+  static constexpr int ClusterM = 2;  // CTAs per cluster, along M; they share (multicast) the B tile
+  static constexpr uint16_t McastMask = uint16_t((1u << ClusterM) - 1);
+  static_assert(Base::BN % ClusterM == 0 && (Base::BN / ClusterM) % 8 == 0,
+                "each CTA multicasts whole 8-row SW128 atoms of the B tile");
+  static_assert(Base::SmemBytes <= 227 * 1024, "sm_90 allows 227 KB of shared memory per CTA");
+  static_assert(128 * (Base::ConsumerWGs * Base::ConsumerRegs + Base::ProducerRegs) <= 65536, "register file");
+};
+
+// Producer of the multicast kernel: this CTA's A rows and its 1/ClusterM share of the weight rows
+// (multicast to every CTA of the cluster) for each k tile of one tile.
+template <class T, class TmaA, class TmaB>
+CUTLASS_DEVICE void produce_tile_mc(TmaA const& tma_a, TmaB const& tma_b, int m, int n_group, int k, int m_tile,
+                                    int head, int rank, typename T::Pipeline& pipeline,
+                                    typename T::PipelineState& state, typename T::Element* smem_a,
+                                    typename T::Element* smem_b) {
+  Tensor mA = tma_a.get_tma_tensor(make_shape(m, k));
+  Tensor mB = tma_b.get_tma_tensor(make_shape(n_group, k));
+  Tensor gA = local_tile(mA, Shape<Int<T::TileM>, Int<T::BK>>{}, make_coord(m_tile, _));  // (TileM, BK, k)
+  Tensor gB = local_tile(mB, Shape<Int<T::BN>, Int<T::BK>>{}, make_coord(head, _));       // (BN, BK, k)
+  Tensor sA = make_tensor(make_smem_ptr(smem_a), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(smem_b), typename T::SmemLayoutB{});
+  auto [tAgA, tAsA] = tma_partition(tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
+  // Rank r's slice of the multicast box: weight rows [r * BN / ClusterM, (r + 1) * BN / ClusterM).
+  auto [tBgB, tBsB] = tma_partition(tma_b, rank, Layout<Int<T::ClusterM>>{}, group_modes<0, 2>(sB),
+                                    group_modes<0, 2>(gB));
+  const uint16_t mcast_mask = T::McastMask;  // a local: .with() takes the mask by reference
+  const int k_tiles = size<1>(tAgA);
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    pipeline.producer_acquire(state);  // both CTAs released the stage; arms it with the whole stage's bytes
+    auto* bar = pipeline.producer_get_barrier(state);
+    copy(tma_a.with(*bar), tAgA(_, kt), tAsA(_, state.index()));
+    copy(tma_b.with(*bar, mcast_mask), tBgB(_, kt), tBsB(_, state.index()));
+    ++state;
+  }
+}
+
+template <class T, class TmaA, class TmaB>
+__global__ void __launch_bounds__(T::Threads, 1)
+    qkv_rope_mc_kernel(CUTLASS_GRID_CONSTANT QkvKernelParams<TmaA, TmaB> const kp) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+  using Pipeline = typename T::Pipeline;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
+  QkvParams const& p = kp.p;
+  const int warp_group = threadIdx.x / 128;
+  // A 1-D grid of (ClusterM, 1, 1) clusters: cluster c holds blocks [c * ClusterM, (c + 1) * ClusterM).
+  const int rank = static_cast<int>(cute::block_rank_in_cluster());
+  const int cluster = static_cast<int>(blockIdx.x) / T::ClusterM;
+  const int clusters = static_cast<int>(gridDim.x) / T::ClusterM;
+
+  typename Pipeline::Params pp;
+  pp.transaction_bytes = T::TxBytes;  // A + the whole B tile: both halves land in this CTA's stage
+  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = 128;  // per CTA, the one warpgroup that owns the stage's tile
+  // The real cluster shape: empty barriers count one arrival per CTA of the cluster, and each
+  // consumer warpgroup signals both CTAs' barriers (consumer_release).
+  Pipeline pipeline(ss.pipeline, pp, Shape<Int<T::ClusterM>, _1, _1>{});
+  // Every CTA's barriers are initialised before a peer can multicast into them or arrive on them.
+  cute::cluster_sync();
+
+  const int k_tiles = (p.k + T::BK - 1) / T::BK;
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<T::ProducerRegs>();
+    if (threadIdx.x == 0) {
+      auto state = cutlass::make_producer_start_state<Pipeline>();
+      for (int u = cluster; u < kp.num_tiles; u += clusters) {
+        const TileCoord c = tile_coord(kp, u);  // c.m_tile: the row pair
+        const int m_tile = c.m_tile * T::ClusterM + rank;
+        const int n_group = p.groups[c.group].heads * kQkvHeadDim;
+        if (c.group == 0)
+          produce_tile_mc<T>(kp.tma_a, kp.tma_b[0], p.m, n_group, p.k, m_tile, c.head, rank, pipeline, state,
+                             ss.a.data(), ss.b.data());
+        else if (c.group == 1)
+          produce_tile_mc<T>(kp.tma_a, kp.tma_b[1], p.m, n_group, p.k, m_tile, c.head, rank, pipeline, state,
+                             ss.a.data(), ss.b.data());
+        else
+          produce_tile_mc<T>(kp.tma_a, kp.tma_b[2], p.m, n_group, p.k, m_tile, c.head, rank, pipeline, state,
+                             ss.a.data(), ss.b.data());
+      }
+      // Do not leave while a peer may still arrive on this CTA's empty barriers.
+      pipeline.producer_tail(state);
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<T::ConsumerRegs>();
+  const int wg = warp_group - 1;
+  typename T::TiledMma mma;
+  auto thr = mma.get_thread_slice(threadIdx.x % 128);
+  Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
+  Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));
+  Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
+  Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
+  auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data()) + wg * T::TileM * T::StagePitch;
+
+  // Turns as in qkv_rope_kernel: the warpgroups alternate over this CTA's tile sequence.
+  constexpr uint32_t kTurn[2] = {2, 3};
+  typename T::PipelineState read{};
+  read.advance(wg * k_tiles);
+#pragma unroll 1
+  for (int u = cluster + wg * clusters; u < kp.num_tiles; u += 2 * clusters) {
+    const TileCoord c = tile_coord(kp, u);
+    const int m_tile = c.m_tile * T::ClusterM + rank;
+    if (u >= 2 * clusters || wg == 1) cutlass::arch::NamedBarrier::arrive_and_wait(256, kTurn[wg]);
+    Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
+    typename T::PipelineState release = read;
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      pipeline.consumer_wait(read);
+      warpgroup_fence_operand(acc);
+      warpgroup_arrive();
+#pragma unroll
+      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      if (kt == k_tiles - 1 && u + clusters < kp.num_tiles)
+        cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc);
+      if (kt > 0) {
+        pipeline.consumer_release(release);  // to both CTAs' empty barriers
+        ++release;
+      }
+      ++read;
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    pipeline.consumer_release(release);
+    read.advance(k_tiles);
+
+    QkvGroup const& grp = p.groups[c.group];
+    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
+    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
+#pragma unroll
+    for (int i = 0; i < size(acc); ++i) {
+      const int r = get<0>(tCcC(i));
+      const int col = get<1>(tCcC(i));
+      float v = acc(i);
+      if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[c.head * kQkvHeadDim + col]));
+      staging[r * T::StagePitch + col] = __float2bfloat16_rn(v);
+    }
+    ss.inv_freq[wg][threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
+    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
+    // A padding tile (m_tile * TileM >= M) stores nothing: the row loop stops at row M.
+    rope_store_rows(p, grp, c.head, m_tile * T::TileM, 0, T::TileM, threadIdx.x % 128, 128, staging, T::StagePitch,
+                    ss.inv_freq[wg]);
+  }
+#endif
+}
+
 }  // namespace qkv
 }  // namespace vlattn
