@@ -7,6 +7,9 @@
 #   final: all, then sanitize
 #   probe: build, run the GPU tests given as args (or PROBE_TESTS), then each `;`-separated
 #          command of PROBE_CMDS (e.g. "python3 bench/probe_qkv.py --iters 10"), logs under $OUT.
+#   all runs the PROBE_CMDS too when set (after the bench).
+# Logs end up in $OUT/logs.tar.gz (the device tool returns at most 8 files); JSON, junit.xml, plots
+# and summary.txt stay as they are.
 # Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default
 #              tests/), TEST_TIMEOUT_S,
 #              BENCH_TIMEOUT_S.
@@ -112,9 +115,12 @@ case "$what" in
   tune) build; run_tune ;;
   sanitize) build; run_sanitize ;;
   probe) build; run_probe "$@" ;;
-  all) build; run_tests "$@"; run_bench ;;
+  all) build; run_tests "$@"; run_bench; [ -z "${PROBE_CMDS:-}" ] || run_probe ;;
   final) build; run_tests "$@"; run_bench; run_sanitize ;;
   *) echo "usage: $0 [all|final|build|test|bench|tune|sanitize|probe]"; exit 2 ;;
 esac
 log "done status=$status"
+# At most 8 files come back from the device machine: the logs travel as one archive (summary.txt stays).
+( cd "$OUT" && logs=$(ls -- *.log build_warnings.txt gpu.txt 2>/dev/null) && [ -n "$logs" ] \
+    && tar czf logs.tar.gz $logs && rm -f $logs )
 exit $status

@@ -408,15 +408,16 @@ torch.save(outs, sys.argv[1])
 @pytest.mark.parametrize("simple", ["0", "1"])
 def test_mask_smem_matches_global(tmp_path, rng_seed, simple):
     """VLATTN_ATTN_MASK_SMEM=0 reads MIXED mask tiles element-wise from global memory (the kernel before
-    shared-memory staging); the default stages them in shared memory (aligned and shifted layouts). Same
-    arithmetic in the same order: the two must agree bitwise, with both consumer loops (subprocesses:
+    shared-memory staging); =2 stages every mask in shared memory (aligned layout, and the shifted one
+    for unaligned masks). The default (1) combines those two paths: aligned masks staged, others global.
+    Same arithmetic in the same order: the two must agree bitwise, with both consumer loops (subprocesses:
     the switches are read once per process)."""
     import os
     import subprocess
     import sys
 
     results = []
-    for smem in ("0", "1"):
+    for smem in ("0", "2"):
         path = tmp_path / f"out_{smem}.pt"
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
         env = dict(os.environ, VLATTN_ATTN_MASK_SMEM=smem, VLATTN_ATTN_SIMPLE=simple,

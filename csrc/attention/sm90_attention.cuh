@@ -888,12 +888,23 @@ struct SummaryLayout {
 // grid gains more than the two launches cost. Measured on the H200 (2026-11-30, bench attention
 // mode): skip on/off 007[B=8,S=128] 53 / 24 us, [B=4,S=256] 61 / 40, [B=32,S=256] 204 / 251,
 // [B=1,S=613] 58 / 113. Results are bitwise identical either way.
+//
+// With MIXED tiles staged in shared memory (aligned masks) a masked tile costs little more than a ZERO
+// one, and in a single wave the CTA with the most live tiles (the last q-block of a causal mask) sets
+// the time whatever the others skip: there the pre-pass only adds its launch (H200 2026-11-30,
+// 007[B=1,S=512], 112 CTAs: skip 32.8 us, no pre-pass 21.2). With the element-wise global path it
+// paid even then (31.3 vs 39.4).
+inline bool mask_vec16(const AttentionParams& p) {
+  return reinterpret_cast<uintptr_t>(p.mask) % 16 == 0 && p.mask_batch_stride % 8 == 0 && p.mask_row_stride % 8 == 0;
+}
+
 inline bool summary_pays(const AttentionParams& p) {
   const int n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
-  if (n_blocks >= 3) return true;
   if (n_blocks < 2) return false;
   const long long ctas = (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, int(C::kBlockM));
-  return ctas >= 4LL * (p.sm_count > 0 ? p.sm_count : 132);
+  const long long sms = p.sm_count > 0 ? p.sm_count : 132;
+  if (n_blocks >= 3) return ctas > sms || !mask_vec16(p);
+  return ctas >= 4 * sms;
 }
 
 inline SummaryLayout summary_layout(const AttentionParams& p) {
@@ -913,6 +924,12 @@ inline SummaryLayout summary_layout(const AttentionParams& p) {
 inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p).total(); }
 
 // An environment switch read once per process: unset or empty -> fallback, "0" -> false, else true.
+inline int env_int(const char* name, int fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || env[0] == '\0') return fallback;
+  return std::atoi(env);
+}
+
 inline bool env_flag(const char* name, bool fallback) {
   const char* env = std::getenv(name);
   if (env == nullptr || env[0] == '\0') return fallback;
@@ -983,8 +1000,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
     if (sl.chunking.n_chunks > kSummaryMaxChunks || sl.chunking.tiles_per_chunk > kSummaryMaxTilesPerChunk ||
         sl.m_blocks > 65535 || sl.mask_batches > 65535)
       return AttentionStatus::kInvalidArgument;
-    const auto mask_addr = reinterpret_cast<uintptr_t>(p.mask);
-    const bool vec16 = mask_addr % 16 == 0 && p.mask_batch_stride % 8 == 0 && p.mask_row_stride % 8 == 0;
+    const bool vec16 = mask_vec16(p);
     MaskSummaryParams sp{static_cast<const uint16_t*>(p.mask),
                          p.mask_batch_stride,
                          p.mask_row_stride,
@@ -1009,12 +1025,15 @@ inline AttentionStatus launch(const AttentionParams& p) {
 
   // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
   static const bool simple_loop = env_flag("VLATTN_ATTN_SIMPLE", false);
-  // VLATTN_ATTN_MASK_SMEM=0: MIXED mask tiles read element-wise from global memory (the pre-staging
-  // path, bitwise the same result); default: staged in shared memory by the producer's idle warps.
-  static const bool mask_smem = env_flag("VLATTN_ATTN_MASK_SMEM", true);
-  const bool stage_mask = mask_smem && p.mask != nullptr;
-  kp.mask_vec16 = reinterpret_cast<uintptr_t>(p.mask) % 16 == 0 && p.mask_batch_stride % 8 == 0 &&
-                  p.mask_row_stride % 8 == 0;
+  // MIXED mask tiles: staged in shared memory by the producer's idle warps when the mask is 16-byte
+  // aligned (aligned layout), else read element-wise from global memory. The shifted smem layout
+  // (4-byte copies) lost to the global loads on the H200 (2026-11-30, 007 attention, cold L2:
+  // [B=1,S=613] 45.6 vs 34.6 us, [B=32,S=541] 701 vs 693; aligned shapes gained, [B=4,S=256]
+  // 39.8 -> 26.3). VLATTN_ATTN_MASK_SMEM (read once): 0 = never stage, 2 = stage unaligned masks too
+  // (shifted layout; diagnosis and tests). Every choice gives the same bits.
+  static const int mask_smem = env_int("VLATTN_ATTN_MASK_SMEM", 1);
+  kp.mask_vec16 = mask_vec16(p);
+  const bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
   const dim3 grid(p.heads_q, m_blocks, p.batch);
   if (simple_loop)
     return stage_mask ? launch_kernel<false, true>(kp, grid, p) : launch_kernel<false, false>(kp, grid, p);

@@ -1165,6 +1165,23 @@ QKV_BASELINES = ("unfused", "unfused_graph")
 # Check of the fused stage against the reference stage: about one bf16 ulp everywhere.
 QKV_ATOL = 1e-2
 QKV_RTOL = 1e-2
+
+
+def bf16_ulp(x: torch.Tensor) -> torch.Tensor:
+    """The spacing of bf16 numbers at |x| for normal x (fp32 tensor; below 2^-126 and at zero it
+    overstates the spacing, which is harmless next to QKV_ATOL)."""
+    _, e = torch.frexp(x.float())
+    return torch.ldexp(torch.ones_like(x, dtype=torch.float32), e - 8)
+
+
+def qkv_bound(ref: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Allowed |fused - reference| per element: QKV_ATOL + QKV_RTOL*scale (about one bf16 ulp of
+    RoPE's operands, see qkv_operand_scales) plus one ulp of the result: a one-ulp change of an operand
+    can flip the final rounding the other way too (H200, 2026-11-30: 1 of 458752 q elements of 007
+    [B=1,S=128] at 4.4375 vs 4.375, two result ulps, with operand scale < 5.25)."""
+    return QKV_ATOL + QKV_RTOL * scale + bf16_ulp(ref)
+
+
 QKV_TARGET_X = 1.3  # issue 3: fused >= 1.3x the unfused sequence on every shape
 QKV_SMALL_M = 256  # rows at or under this M stream the weights; their rate is held to:
 QKV_WEIGHT_TARGET_BYTES_PER_S = 3.4e12
@@ -1231,7 +1248,7 @@ def qkv_operand_scales(stage_name: str, args: tuple) -> list[torch.Tensor]:
 
 
 def compare_qkv(outs, refs, scales=None) -> dict:
-    """q, k, v against the reference stage: every element within QKV_ATOL + QKV_RTOL*scale, scale =
+    """q, k, v against the reference stage: every element within qkv_bound(ref, scale), scale =
     ``scales`` (see qkv_operand_scales) or |ref| (a NaN never is); PASS only with no violation."""
     outs, refs = tuple(outs), tuple(refs)
     if len(outs) != len(refs) or any(tuple(o.shape) != tuple(r.shape) or o.dtype != r.dtype
@@ -1243,7 +1260,7 @@ def compare_qkv(outs, refs, scales=None) -> dict:
         o, r = o.float(), r.float()
         diff = (o - r).abs()
         scale = r.abs() if scales is None else scales[i]
-        violations += int((~(diff <= QKV_ATOL + QKV_RTOL * scale)).sum())
+        violations += int((~(diff <= qkv_bound(r, scale))).sum())
         finite = diff[torch.isfinite(diff)]
         max_abs = max(max_abs, float(finite.max()) if finite.numel() else 0.0)
         elements += o.numel()
@@ -1410,7 +1427,7 @@ def run_qkv(ws: list, device: torch.device, timer, opts: Options, budget: Budget
     print(f"\nqkv stage on {len(ws)} workloads: fused = vlattn.mrope_qkv / vision_qkv (auto config and "
           f"forced {', '.join(c for c in QKV_FUSED.values() if c)}); unfused = vlattn.reference stage + "
           f".contiguous(), eager and CUDA graph. cells: median µs | check (|d| <= "
-          f"{QKV_ATOL:g} + {QKV_RTOL:g}|ref| everywhere)", flush=True)
+          f"{QKV_ATOL:g} + {QKV_RTOL:g}|RoPE operands| + ulp(ref) everywhere)", flush=True)
     print(qkv_header(), flush=True)
     records = []
     sweep = Sweep(budget, notes)
