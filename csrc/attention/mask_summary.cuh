@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "launch/pdl.h"
+
 namespace vlattn {
 namespace attn_sm90 {
 
@@ -80,6 +82,7 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
   __shared__ uint8_t tile_flags[kSummaryMaxTilesPerChunk][kWarps];  // bit 0 dead, bit 1 zero
   __shared__ uint8_t row_live[kSummaryThreads / kSlots];             // bit g: row rsub + 16 g
 
+  pdl_enter();  // launch/pdl.h: no global memory access before this
   const int chunk = blockIdx.x, m = blockIdx.y, b = blockIdx.z;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int slot = t % kSlots, rsub = t / kSlots;

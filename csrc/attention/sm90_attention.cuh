@@ -502,6 +502,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     else return 0;
   }();
   __syncthreads();
+  pdl_enter();  // launch/pdl.h: no global memory access before this
 
   Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k), SmemLayoutK{});
@@ -950,8 +951,9 @@ inline AttentionStatus launch_kernel(const KernelParams& kp, dim3 grid, const At
       return AttentionStatus::kInitFailed;
     if (p.device >= 0 && p.device < kMaxDevices) smem_attr_set[p.device] = true;
   }
-  kernel<<<grid, C::kThreads, kBytes, p.stream>>>(kp);
-  return cudaPeekAtLastError() == cudaSuccess ? AttentionStatus::kSuccess : AttentionStatus::kLaunchFailed;
+  return launch_pdl(kernel, grid, dim3(C::kThreads), kBytes, p.stream, 0, kp) == cudaSuccess
+             ? AttentionStatus::kSuccess
+             : AttentionStatus::kLaunchFailed;
 }
 
 inline AttentionStatus launch(const AttentionParams& p) {
@@ -1014,9 +1016,9 @@ inline AttentionStatus launch(const AttentionParams& p) {
                          sl.chunking.tiles_per_chunk,
                          kinds,
                          live};
-    mask_summary_kernel<C::kBlockM, C::kBlockN>
-        <<<dim3(sl.chunking.n_chunks, sl.m_blocks, sl.mask_batches), kSummaryThreads, 0, p.stream>>>(sp);
-    if (cudaPeekAtLastError() != cudaSuccess) return AttentionStatus::kLaunchFailed;
+    if (launch_pdl(mask_summary_kernel<C::kBlockM, C::kBlockN>, dim3(sl.chunking.n_chunks, sl.m_blocks, sl.mask_batches),
+                   dim3(kSummaryThreads), 0, p.stream, 0, sp) != cudaSuccess)
+      return AttentionStatus::kLaunchFailed;
     kp.tile_kinds = kinds;
     kp.live_rows = live;
     kp.n_blocks = sl.n_blocks;

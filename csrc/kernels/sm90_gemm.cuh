@@ -23,6 +23,7 @@
 
 #include "kernels/gemm_config.h"
 #include "launch/gemm_params.h"
+#include "launch/pdl.h"
 
 namespace vlattn {
 
@@ -112,7 +113,14 @@ struct Sm90Gemm {
     Gemm gemm;
     if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
     if (gemm.initialize(args, workspace, p.stream) != cutlass::Status::kSuccess) return GemmStatus::kInitFailed;
-    if (gemm.run(p.stream) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
+    // With CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the generated TU) the kernel waits on its
+    // predecessor grid before touching memory, so it may be launched with PDL (launch/pdl.h).
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+    const bool pdl = pdl_enabled();
+#else
+    const bool pdl = false;
+#endif
+    if (gemm.run(p.stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
     return GemmStatus::kSuccess;
   }
 };

@@ -1,6 +1,7 @@
 // Host launcher of the fused QKV projection (csrc/qkv/sm90_qkv_rope.cuh): builds one TMA tensor
 // map for X and one per weight tensor (the callers' own tensors, every call), then launches one
 // CTA per (head tile, row tile). No torch headers here (build notes #7).
+#include "launch/pdl.h"
 #include "qkv/sm90_qkv_rope.cuh"
 
 namespace vlattn {
@@ -67,26 +68,14 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
     kp.num_tiles = static_cast<int>(pair_tiles);
     const int sms = p.sm_count > 0 ? p.sm_count : 132;
     const dim3 grid(static_cast<unsigned>(pair_tiles < sms ? pair_tiles : sms));
-    kernel<<<grid, T::Threads, T::SmemBytes, p.stream>>>(kp);
-    return cudaGetLastError();
+    return launch_pdl(kernel, grid, dim3(T::Threads), T::SmemBytes, p.stream, 0, kp);
   } else if constexpr (T::SplitK) {
     if (splits < 1 || splits > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
     constexpr auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
     if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(tiles * splits));
-    cfg.blockDim = dim3(T::Threads);
-    cfg.dynamicSmemBytes = T::SmemBytes;
-    cfg.stream = p.stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, kp);
+    return launch_pdl(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(T::Threads), T::SmemBytes, p.stream,
+                      static_cast<unsigned>(splits), kp);
   } else {
     constexpr auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
@@ -94,8 +83,7 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
     // Persistent: one CTA per SM at most (the shared memory allows no second one).
     const int sms = p.sm_count > 0 ? p.sm_count : 132;
     const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
-    kernel<<<grid, T::Threads, T::SmemBytes, p.stream>>>(kp);
-    return cudaGetLastError();
+    return launch_pdl(kernel, grid, dim3(T::Threads), T::SmemBytes, p.stream, 0, kp);
   }
 }
 
@@ -173,8 +161,8 @@ cudaError_t launch_mc(const QkvParams& p) {
   if (resident > 0 && resident < clusters) clusters = resident;
   if (pair_tiles < clusters) clusters = pair_tiles;
   if (clusters < 1) clusters = 1;
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * T::ClusterM));
-  return cudaLaunchKernelEx(&cfg, kernel, kp);
+  return launch_pdl(kernel, dim3(static_cast<unsigned>(clusters * T::ClusterM)), dim3(T::Threads), T::SmemBytes,
+                    p.stream, T::ClusterM, kp);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <cute/arch/cluster_sm90.hpp>
 
 #include "kernels/rope.h"
+#include "launch/pdl.h"
 #include "qkv/qkv_params.h"
 
 namespace vlattn {
@@ -323,6 +324,7 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
   pp.num_consumers = 128;  // each stage is read by the one warpgroup that owns its tile
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();  // barriers initialised before anyone waits on them
+  pdl_enter();      // launch/pdl.h: no global memory access before this
 
   const int k_tiles = (p.k + T::BK - 1) / T::BK;
   if (warp_group == 0) {
@@ -471,6 +473,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
   pp.num_consumers = 256;
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();
+  pdl_enter();
 
   const int k_tiles = (p.k + T::BK - 1) / T::BK;
   if (warp_group == 0) {
@@ -541,6 +544,9 @@ struct SplitKTraits {
   static constexpr int Threads = 384;
   static constexpr int StagePitch = BN + 8;
   static constexpr int RedPitch = BN + 4;  // fp32 partial tile row pitch (+16 B)
+  static constexpr int ProducerRegs = 80;  // setmaxnreg per warpgroup: 80 + 2 x 208 <= 512 per thread
+  static constexpr int ConsumerRegs = 208;
+  static_assert(128 * (2 * ConsumerRegs + ProducerRegs) <= 65536, "register file");
   static constexpr int MaxSplits = 8;      // portable cluster size
   static constexpr bool SplitK = true;
   static constexpr bool Coop = false;
@@ -598,10 +604,13 @@ __global__ void __launch_bounds__(T::Threads, 1)
   // Cluster shape (1,1,1) for the pipeline: no multicast, every CTA only signals itself.
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();
+  pdl_enter();
 
   QkvGroup const& grp = p.groups[c.group];
   if (warp_group == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<40>();
+    // 80 / 208: at 40 the producer's k-range address math spilled (108 B; ncu at 007 M=128 counted
+    // 81832 local-memory requests); 56 still spilled 20 B. The consumers hold a 64-float accumulator.
+    cutlass::arch::warpgroup_reg_dealloc<T::ProducerRegs>();
     if (threadIdx.x == 0) {
       auto state = cutlass::make_producer_start_state<Pipeline>();
       const int n_group = grp.heads * kQkvHeadDim;
@@ -611,7 +620,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
       });
     }
   } else {
-    cutlass::arch::warpgroup_reg_alloc<232>();
+    cutlass::arch::warpgroup_reg_alloc<T::ConsumerRegs>();
     typename T::TiledMma mma;
     auto thr = mma.get_thread_slice(threadIdx.x - 128);
     Tensor sA = make_tensor(make_smem_ptr(ss.mainloop.a.data()), typename T::SmemLayoutA{});
@@ -774,6 +783,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
   Pipeline pipeline(ss.pipeline, pp, Shape<Int<T::ClusterM>, _1, _1>{});
   // Every CTA's barriers are initialised before a peer can multicast into them or arrive on them.
   cute::cluster_sync();
+  pdl_enter();
 
   const int k_tiles = (p.k + T::BK - 1) / T::BK;
   if (warp_group == 0) {

@@ -1,0 +1,111 @@
+"""Where the time of a small native layer call goes: host path vs GPU, on the device.
+
+    python3 bench/probe_host.py [--iters 30] [--workloads 007:0,007:3,034:0]
+
+Per workload (index in sorted-by-SOL order) and per callable (the layer, and its three stages
+alone), prints median µs of:
+  host     CPU time of one call while the GPU is held busy (launches never wait on the queue);
+  gpu      CUDA events around the call with the host far ahead (a sleep kernel first): kernel
+           time plus the gaps between kernels, no host stall;
+  cold     the bench's timer (L2 flushed, queue drained, events around the call): what the
+           bench reports, max(host path, GPU) roughly;
+  graph    the call captured in a CUDA graph and replayed with the cold timer.
+`gpu` vs `cold` says whether the host path is exposed; `graph` is the no-host-overhead floor.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+import vlattn
+from vlattn import reference
+from vlattn import workloads as W
+
+SLEEP_CYCLES = 4_000_000  # ~2 ms at 1.98 GHz: longer than any call's host path below
+
+
+def host_us(fn, iters):
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES * 4)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    t = (time.perf_counter() - t0) / iters * 1e6
+    torch.cuda.synchronize()
+    return t
+
+
+def events_us(fn, iters, scratch, ahead):
+    times = []
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        scratch.zero_()
+        if ahead:
+            torch.cuda._sleep(SLEEP_CYCLES)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def graphed(fn):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def callables(w):
+    v = list(W.make_inputs(w, "cuda").values())
+    if w.problem == "007":
+        layer = lambda: vlattn.mrope_self_attention(*v)  # noqa: E731
+        qkv = lambda: vlattn.mrope_qkv(*v[:7], *v[8:10])  # noqa: E731
+        q, k, vv = (t.contiguous() for t in reference.mrope_qkv(*v[:7], *v[8:10]))
+        mask = v[10]
+        o_w = v[7]
+    else:
+        layer = lambda: vlattn.vision_cross_attention(*v)  # noqa: E731
+        qkv = lambda: vlattn.vision_qkv(*v[:10])  # noqa: E731
+        q, k, vv = (t.contiguous() for t in reference.vision_qkv(*v[:10]))
+        mask = None
+        o_w = v[10]
+    attn = lambda: vlattn.attention(q, k, vv, mask)  # noqa: E731
+    o_in = attn()
+    o_proj = lambda: vlattn.linear(o_in, o_w)  # noqa: E731
+    return {"layer": layer, "qkv": qkv, "attention": attn, "o_proj": o_proj}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--workloads", default="007:0,007:1,007:3,007:6,034:0,034:2")
+    args = ap.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
+    print(f"{'workload':28s} {'call':10s} {'host':>8s} {'gpu':>8s} {'cold':>8s} {'graph':>8s}")
+    for spec in args.workloads.split(","):
+        problem, index = spec.split(":")
+        w = W.sorted_by_sol(W.load(problem))[int(index)]
+        for name, fn in callables(w).items():
+            for _ in range(3):
+                fn()
+            h = host_us(fn, args.iters)
+            g = events_us(fn, args.iters, scratch, ahead=True)
+            c = events_us(fn, args.iters, scratch, ahead=False)
+            gr = events_us(graphed(fn), args.iters, scratch, ahead=False)
+            print(f"{w.name:28s} {name:10s} "
+                  f"{h:8.1f} {g:8.1f} {c:8.1f} {gr:8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+// Programmatic dependent launch (PDL, sm_90+) for vlattn's kernels.
+//
+// A layer runs as a chain of kernels on one stream (fused QKV -> [mask pre-pass] -> attention ->
+// O projection). Launched with cudaLaunchAttributeProgrammaticStreamSerialization, a kernel may be
+// scheduled before its predecessor has finished: its CTAs start on SMs the predecessor no longer
+// uses, set up shared memory and barriers, and then wait in griddepcontrol.wait until the
+// predecessor grid has completed and its memory is visible. That hides the launch latency and the
+// prologue of each kernel behind the tail of the previous one.
+//
+// Contract of every kernel launched through launch_pdl():
+//   * it calls pdl_enter() before its first global-memory access (read or write, any buffer: a
+//     user's tensor may come from the kernel before ours), after which everything is ordered as in
+//     a plain stream launch;
+//   * pdl_enter() also lets the next PDL-launched kernel be scheduled: that kernel's CTAs take only
+//     SMs left free, because the trigger fires once every CTA of this grid has issued it.
+// A predecessor that never triggers (any non-PDL kernel) simply makes the launch an ordinary one.
+// CUTLASS's GEMM kernels follow the same contract when built with CUTLASS_ENABLE_GDC_FOR_SM90.
+//
+// VLATTN_PDL=0 (read once per process) launches everything without the attribute.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <utility>
+
+namespace vlattn {
+
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLATTN_PDL");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with an optional cluster size along x (0: none)
+// and the PDL attribute (when enabled).
+template <class... Params, class... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                       unsigned cluster_x, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster_x > 0) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster_x;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl_enabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace vlattn
