@@ -11,7 +11,7 @@
 # Logs end up in $OUT/logs.tar.gz (the device tool returns at most 8 files); JSON, junit.xml, plots
 # and summary.txt stay as they are.
 # Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default
-#              tests/), TEST_TIMEOUT_S,
+#              tests/), TEST_TIMEOUT_S, SANITIZE_TESTS / SANITIZE_TOOLS / SANITIZE_TIMEOUT_S,
 #              BENCH_TIMEOUT_S.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -83,7 +83,7 @@ run_sanitize() {
   log "compute-sanitizer"
   local rc=0 tool
   local tests=${SANITIZE_TESTS:-"tests/test_gemm.py::test_each_config tests/test_attention.py::test_tails[17-129] tests/test_attention.py::test_tails[129-1] tests/test_qkv.py::test_mrope_tails_and_configs tests/test_qkv.py::test_cross_tails_no_bias_other_split"}
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     # shellcheck disable=SC2086
     timeout "${SANITIZE_TIMEOUT_S:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
       python3 -m pytest -q -x $tests > "$OUT/sanitize_$tool.log" 2>&1 || rc=$?
