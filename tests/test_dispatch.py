@@ -175,3 +175,33 @@ def test_tune_without_gpu_exits_2(monkeypatch):
     from vlattn import tune
     monkeypatch.setattr(tune.torch.cuda, "is_available", lambda: False)
     assert tune.main([]) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The committed tuned table (python -m vlattn.tune on the H200)
+# --------------------------------------------------------------------------------------------
+
+def test_committed_tuned_table_is_consistent():
+    """Every entry names a compiled-list config, covers a projection shape of the workloads, and is
+    the fastest (with and without bias summed) of the timings recorded beside it."""
+    import json
+    from importlib import resources
+
+    text = resources.files("vlattn").joinpath("data", "gemm_tuned_h200.json").read_text()
+    table = json.loads(text)
+    meta = table["meta"]
+    assert meta["gpu"].startswith("NVIDIA H200") and meta["date"] and meta["tool"] == "python -m vlattn.tune"
+    shapes = {(m, n, k) for w in W.load() for _, m, n, k, _ in W.projection_shapes(w)}
+    totals = {}
+    for t in table["timings"].values():
+        row = totals.setdefault((t["m"], t["n"], t["k"]), {})
+        for name, us in t["us"].items():
+            row[name] = row.get(name, 0.0) + (float("inf") if us is None else us)
+    assert table["entries"], "empty tuned table"
+    for key, name in table["entries"].items():
+        m, n, k = (int(v) for v in key.split(","))
+        assert name in BY_NAME, f"{key}: unknown config {name}"
+        assert (m, n, k) in shapes, f"{key}: not a projection shape of the workloads"
+        assert min(totals[(m, n, k)], key=totals[(m, n, k)].get) == name, f"{key}: {name} is not the fastest timed"
+    assert dispatch.tuned_table() == {tuple(int(v) for v in key.split(",")): name
+                                      for key, name in table["entries"].items()}

@@ -1,8 +1,6 @@
 // Host launcher of the fused QKV projection (csrc/qkv/sm90_qkv_rope.cuh): builds one TMA tensor
 // map for X and one per weight tensor (the callers' own tensors, every call), then launches one
 // CTA per (head tile, row tile). No torch headers here (build notes #7).
-#include <cstdlib>
-
 #include "launch/pdl.h"
 #include "qkv/sm90_qkv_rope.cuh"
 
@@ -24,19 +22,6 @@ cudaError_t set_smem_once(int bytes) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err == cudaSuccess && device < kMaxDevices) done[device] = true;
   return err;
-}
-
-// L2 prefetch of the weight slabs (produce_tile): on for M <= kPrefetchMaxRows, where the weights are
-// most of the traffic and each CTA has about one tile. VLATTN_QKV_PREFETCH=0/1 (read once) forces it
-// off/on, for measurement; results are the same bits either way.
-constexpr int kPrefetchMaxRows = 2048;
-
-bool prefetch_weights(int m) {
-  static const int forced = [] {
-    const char* env = std::getenv("VLATTN_QKV_PREFETCH");
-    return env == nullptr || env[0] == '\0' ? -1 : (env[0] != '0');
-  }();
-  return forced < 0 ? m <= kPrefetchMaxRows : forced != 0;
 }
 
 // splits == 0: the persistent ping-pong kernel; splits >= 1: the cluster split-K kernel.
@@ -69,7 +54,6 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
   }
   kp.first_tile[kQkvMaxGroups] = heads;
   kp.n_tiles = heads;
-  kp.prefetch_b = prefetch_weights(p.m) ? 1 : 0;
   const long long tiles = static_cast<long long>(heads) * ((p.m + T::TileM - 1) / T::TileM);
   if (tiles > (1LL << 30)) return cudaErrorNotSupported;
   kp.num_tiles = static_cast<int>(tiles);

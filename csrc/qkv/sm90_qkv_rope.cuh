@@ -88,7 +88,6 @@ struct QkvKernelParams {
   int first_tile[kQkvMaxGroups + 1];  // prefix sums of heads: N tiles [first[g], first[g+1]) are group g
   int n_tiles;                        // heads of all groups
   int num_tiles;                      // n_tiles * row tiles; tile t = (row tile t / n_tiles, head t % n_tiles)
-  int prefetch_b = 0;                 // L2-prefetch the weight slab of each CTA's first tile (host: small M)
 };
 
 struct TileCoord {
@@ -113,7 +112,7 @@ template <class T, class TmaA, class TmaB>
 CUTLASS_DEVICE void produce_tile(TmaA const& tma_a, TmaB const& tma_b, int m, int n_group, int k, int m_tile,
                                  int head, typename T::Pipeline& pipeline, typename T::PipelineState& state,
                                  typename T::Element* smem_a, typename T::Element* smem_b, int kt_begin = 0,
-                                 int kt_end = -1, bool prefetch_b = false) {
+                                 int kt_end = -1) {
   Tensor mA = tma_a.get_tma_tensor(make_shape(m, k));
   Tensor mB = tma_b.get_tma_tensor(make_shape(n_group, k));
   Tensor gA = local_tile(mA, Shape<Int<T::TileM>, Int<T::BK>>{}, make_coord(m_tile, _));  // (TileM, BK, k)
@@ -124,13 +123,6 @@ CUTLASS_DEVICE void produce_tile(TmaA const& tma_a, TmaB const& tma_b, int m, in
   auto [tBgB, tBsB] = tma_partition(tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
 
   if (kt_end < 0) kt_end = size<1>(tAgA);
-  if (prefetch_b) {
-    // Weight streaming (small M): ask for the tile's whole weight slab at once, into L2. The ring
-    // alone keeps Stages boxes in flight, each 128-byte pieces of BN rows, so DRAM sees scattered
-    // small requests; requested up front, the pieces of a row arrive together and the loads below
-    // hit L2.
-    for (int kt = kt_begin; kt < kt_end; ++kt) cute::prefetch(tma_b, tBgB(_, kt));
-  }
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     pipeline.producer_acquire(state);  // also arms the stage's barrier with TxBytes
     auto* bar = pipeline.producer_get_barrier(state);
@@ -344,7 +336,7 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
         const int n_group = p.groups[c.group].heads * kQkvHeadDim;
         with_group_tma(kp, c.group, [&](auto const& tma_b) {
           produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.a.data(),
-                          ss.b.data(), 0, -1, kp.prefetch_b && t == int(blockIdx.x));
+                          ss.b.data());
         });
       }
     }
@@ -494,7 +486,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
         const int pair = c.head / 2;  // B tile index in units of 256 rows
         with_group_tma(kp, c.group, [&](auto const& tma_b) {
           produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
-                          ss.b.data(), 0, -1, kp.prefetch_b && t == int(blockIdx.x));
+                          ss.b.data());
         });
       }
     }
@@ -624,7 +616,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
       const int n_group = grp.heads * kQkvHeadDim;
       with_group_tma(kp, c.group, [&](auto const& tma_b) {
         produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
-                        ss.mainloop.b.data(), kt_begin, kt_end, kp.prefetch_b != 0);
+                        ss.mainloop.b.data(), kt_begin, kt_end);
       });
     }
   } else {
