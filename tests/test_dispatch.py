@@ -168,7 +168,19 @@ def test_tune_best_entries_merges_bias_and_skips_failed_configs():
         "1x8x8": {"m": 1, "n": 8, "k": 8, "bias": False, "us": {"a": None}},
     }
     # a: 21, b: 20, c failed on one variant -> never chosen; a shape where every config failed has no entry.
-    assert tune.best_entries(timings) == {"128,3584,3584": "b"}
+    assert tune.best_entries(timings, H200_SMS) == {"128,3584,3584": "b"}
+
+
+def test_tune_entry_needs_to_beat_the_rule_by_min_gain():
+    from vlattn import tune
+    rule = dispatch.analytic_config(16384, 4096, 4096, H200_SMS)
+    other = next(name for name in BY_NAME if name != rule)
+
+    def timings(other_us):
+        return {"s": {"m": 16384, "n": 4096, "k": 4096, "bias": False, "us": {rule: 100.0, other: other_us}}}
+
+    assert tune.best_entries(timings(99.0), H200_SMS) == {}  # 1% faster: noise, the rule stays
+    assert tune.best_entries(timings(90.0), H200_SMS) == {"16384,4096,4096": other}
 
 
 def test_tune_without_gpu_exits_2(monkeypatch):
@@ -182,8 +194,9 @@ def test_tune_without_gpu_exits_2(monkeypatch):
 # --------------------------------------------------------------------------------------------
 
 def test_committed_tuned_table_is_consistent():
-    """Every entry names a compiled-list config, covers a projection shape of the workloads, and is
-    the fastest (with and without bias summed) of the timings recorded beside it."""
+    """Every entry names a compiled-list config, covers a projection shape of the workloads, is the
+    fastest (with and without bias summed) of the timings recorded beside it, and beats the analytic
+    rule's choice by the table's min_gain (shapes without an entry are the rule's)."""
     import json
     from importlib import resources
 
@@ -202,6 +215,9 @@ def test_committed_tuned_table_is_consistent():
         m, n, k = (int(v) for v in key.split(","))
         assert name in BY_NAME, f"{key}: unknown config {name}"
         assert (m, n, k) in shapes, f"{key}: not a projection shape of the workloads"
-        assert min(totals[(m, n, k)], key=totals[(m, n, k)].get) == name, f"{key}: {name} is not the fastest timed"
+        row = totals[(m, n, k)]
+        assert min(row, key=row.get) == name, f"{key}: {name} is not the fastest timed"
+        rule = dispatch.analytic_config(m, n, k, meta["sm_count"], row.keys())
+        assert row[rule] >= meta["min_gain"] * row[name], f"{key}: {name} does not beat the rule's {rule} by min_gain"
     assert dispatch.tuned_table() == {tuple(int(v) for v in key.split(",")): name
                                       for key, name in table["entries"].items()}
