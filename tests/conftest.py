@@ -114,6 +114,23 @@ def poisoned(*shape: int, dtype: torch.dtype = BF16, device="cpu") -> torch.Tens
     return poison(torch.empty(*shape, dtype=dtype, device=device))
 
 
+def outputs_in_subprocess(script: str, out_path, env: dict, *args) -> list:
+    """Runs ``script`` (``python -c``) in a fresh process with ``env`` added to the environment (the
+    library's switches are read once per process) and this checkout's package importable; the script
+    saves a list of tensors to ``sys.argv[1]`` (= out_path), which is returned."""
+    import subprocess
+    import sys
+
+    import vlattn
+
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
+    full_env = dict(os.environ, **env,
+                    PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+    subprocess.run([sys.executable, "-c", script, str(out_path), *map(str, args)], env=full_env, check=True,
+                   timeout=600)
+    return torch.load(out_path)
+
+
 def rel_fro(out: torch.Tensor, ref: torch.Tensor) -> float:
     """Relative Frobenius-norm error ||out - ref|| / ||ref|| in fp32."""
     out, ref = out.float(), ref.float()

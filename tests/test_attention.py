@@ -18,11 +18,10 @@ import math
 import pytest
 import torch
 
-import vlattn
 from vlattn import reference
 from vlattn import workloads as W
 from vlattn.attention import attention
-from conftest import BF16, rel_fro, requires_ext, requires_sm90
+from conftest import BF16, outputs_in_subprocess, rel_fro, requires_ext, requires_sm90
 
 D = 128
 ATOL, RTOL = 1e-2, 0.05
@@ -349,19 +348,9 @@ def test_simple_loop_matches_pipelined(tmp_path, rng_seed):
     """VLATTN_ATTN_SIMPLE=1 selects the plain consumer loop (no overlap, no ping-pong); it performs the
     same arithmetic in the same order, so both loops must agree bitwise (run in subprocesses: the
     choice is read once per process)."""
-    import os
-    import subprocess
-    import sys
-
-    results = []
-    for simple in ("1", "0"):
-        path = tmp_path / f"out_{simple}.pt"
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
-        env = dict(os.environ, VLATTN_ATTN_SIMPLE=simple,
-                   PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
-        subprocess.run([sys.executable, "-c", _LOOP_SCRIPT, str(path), str(rng_seed)], env=env, check=True,
-                       timeout=600)
-        results.append(torch.load(path))
+    results = [outputs_in_subprocess(_LOOP_SCRIPT, tmp_path / f"out_{simple}.pt", {"VLATTN_ATTN_SIMPLE": simple},
+                                     rng_seed)
+               for simple in ("1", "0")]
     for i, (a, b) in enumerate(zip(*results)):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: simple and pipelined loops differ"
 
@@ -412,19 +401,9 @@ def test_mask_smem_matches_global(tmp_path, rng_seed, simple):
     for unaligned masks). The default (1) combines those two paths: aligned masks staged, others global.
     Same arithmetic in the same order: the two must agree bitwise, with both consumer loops (subprocesses:
     the switches are read once per process)."""
-    import os
-    import subprocess
-    import sys
-
-    results = []
-    for smem in ("0", "2"):
-        path = tmp_path / f"out_{smem}.pt"
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
-        env = dict(os.environ, VLATTN_ATTN_MASK_SMEM=smem, VLATTN_ATTN_SIMPLE=simple,
-                   PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
-        subprocess.run([sys.executable, "-c", _MASK_SMEM_SCRIPT, str(path), str(rng_seed)], env=env, check=True,
-                       timeout=600)
-        results.append(torch.load(path))
+    results = [outputs_in_subprocess(_MASK_SMEM_SCRIPT, tmp_path / f"out_{smem}.pt",
+                                     {"VLATTN_ATTN_MASK_SMEM": smem, "VLATTN_ATTN_SIMPLE": simple}, rng_seed)
+               for smem in ("0", "2")]
     assert len(results[0]) == len(results[1])
     for i, (a, b) in enumerate(zip(*results)):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: staged and global mask paths differ"

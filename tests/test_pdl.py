@@ -3,16 +3,12 @@ their predecessor ends, so every kernel must wait before it touches memory. Thes
 without synchronizing, on inputs written by the kernel just before, with the caching allocator
 handing each call the blocks the previous call just freed: a kernel that read early would see the
 previous call's values (or the poison), not its own."""
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import vlattn
 from vlattn import workloads as W
-from conftest import requires_sm90
+from conftest import outputs_in_subprocess, requires_sm90
 
 WORKLOADS = [("007", 0), ("007", 4), ("034", 0), ("034", 3)]  # small, one with Sk tail 613 / pre-pass
 
@@ -77,13 +73,6 @@ torch.save(outs, sys.argv[1])
 def test_pdl_off_gives_the_same_bits(tmp_path):
     """VLATTN_PDL=0 (plain launches) and the default give bitwise the same outputs (subprocesses: the
     switch is read once per process)."""
-    results = []
-    for pdl in ("0", "1"):
-        path = tmp_path / f"out_{pdl}.pt"
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(vlattn.__file__)))
-        env = dict(os.environ, VLATTN_PDL=pdl,
-                   PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
-        subprocess.run([sys.executable, "-c", _SCRIPT, str(path)], env=env, check=True, timeout=600)
-        results.append(torch.load(path))
+    results = [outputs_in_subprocess(_SCRIPT, tmp_path / f"out_{pdl}.pt", {"VLATTN_PDL": pdl}) for pdl in ("0", "1")]
     for i, (a, b) in enumerate(zip(*results)):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: PDL on and off differ"

@@ -1,6 +1,8 @@
 // Host launcher of the fused QKV projection (csrc/qkv/sm90_qkv_rope.cuh): builds one TMA tensor
 // map for X and one per weight tensor (the callers' own tensors, every call), then launches one
 // CTA per (head tile, row tile). No torch headers here (build notes #7).
+#include <type_traits>
+
 #include "launch/pdl.h"
 #include "qkv/sm90_qkv_rope.cuh"
 
@@ -24,29 +26,23 @@ cudaError_t set_smem_once(int bytes) {
   return err;
 }
 
-// splits == 0: the persistent ping-pong kernel; splits >= 1: the cluster split-K kernel.
-template <class T>
-cudaError_t launch(const QkvParams& p, int splits = 0) {
+// Kernel parameters shared by every config: X's tensor map (one TileM x BK box per load), one weight
+// map per group from make_b (unused slots repeat group 0's map, copied rather than encoded again: a
+// tensor-map encode is host time on every call; never read, always a valid descriptor) and the
+// prefix sums of the groups' heads. The caller sets num_tiles.
+template <class T, class MakeB>
+auto make_kernel_params(const QkvParams& p, MakeB&& make_b) {
   using Element = typename T::Element;
   auto tma_a = make_tma_atom(
       SM90_TMA_LOAD{},
       make_tensor(make_gmem_ptr(static_cast<Element const*>(p.x)), make_shape(p.m, p.k), make_stride(p.ldx, Int<1>{})),
       typename T::SmemLayoutA{}(_, _, 0), Shape<Int<T::TileM>, Int<T::BK>>{});
-  auto make_b = [&](const QkvGroup& g) {
-    return make_tma_atom(SM90_TMA_LOAD{},
-                         make_tensor(make_gmem_ptr(static_cast<Element const*>(g.weight)),
-                                     make_shape(g.heads * kQkvHeadDim, p.k), make_stride(g.ldw, Int<1>{})),
-                         typename T::SmemLayoutB{}(_, _, 0), Shape<Int<T::BN>, Int<T::BK>>{});
-  };
-  using TmaA = decltype(tma_a);
   using TmaB = decltype(make_b(p.groups[0]));
-  // Unused slots repeat group 0's map (copied, not encoded again: a tensor-map encode is host time
-  // on every call): never read, but always a valid descriptor.
   const TmaB b0 = make_b(p.groups[0]);
-  QkvKernelParams<TmaA, TmaB> kp{tma_a,
-                                 {b0, p.num_groups > 1 ? make_b(p.groups[1]) : b0,
-                                  p.num_groups > 2 ? make_b(p.groups[2]) : b0},
-                                 p, {0, 0, 0, 0}, 0, 0};
+  QkvKernelParams<decltype(tma_a), TmaB> kp{tma_a,
+                                            {b0, p.num_groups > 1 ? make_b(p.groups[1]) : b0,
+                                             p.num_groups > 2 ? make_b(p.groups[2]) : b0},
+                                            p, {0, 0, 0, 0}, 0, 0};
   int heads = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g) {
     kp.first_tile[g] = heads;
@@ -54,6 +50,22 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
   }
   kp.first_tile[kQkvMaxGroups] = heads;
   kp.n_tiles = heads;
+  return kp;
+}
+
+// splits == 0: the persistent ping-pong kernel; splits >= 1: the cluster split-K kernel.
+template <class T>
+cudaError_t launch(const QkvParams& p, int splits = 0) {
+  using Element = typename T::Element;
+  auto kp = make_kernel_params<T>(p, [&](const QkvGroup& g) {
+    return make_tma_atom(SM90_TMA_LOAD{},
+                         make_tensor(make_gmem_ptr(static_cast<Element const*>(g.weight)),
+                                     make_shape(g.heads * kQkvHeadDim, p.k), make_stride(g.ldw, Int<1>{})),
+                         typename T::SmemLayoutB{}(_, _, 0), Shape<Int<T::BN>, Int<T::BK>>{});
+  });
+  using TmaA = decltype(kp.tma_a);
+  using TmaB = std::remove_reference_t<decltype(kp.tma_b[0])>;
+  const int heads = kp.n_tiles;
   const long long tiles = static_cast<long long>(heads) * ((p.m + T::TileM - 1) / T::TileM);
   if (tiles > (1LL << 30)) return cudaErrorNotSupported;
   kp.num_tiles = static_cast<int>(tiles);
@@ -110,29 +122,16 @@ int max_active_clusters_once(cudaLaunchConfig_t cfg) {
 template <class T>
 cudaError_t launch_mc(const QkvParams& p) {
   using Element = typename T::Element;
-  auto tma_a = make_tma_atom(
-      SM90_TMA_LOAD{},
-      make_tensor(make_gmem_ptr(static_cast<Element const*>(p.x)), make_shape(p.m, p.k), make_stride(p.ldx, Int<1>{})),
-      typename T::SmemLayoutA{}(_, _, 0), Shape<Int<T::TileM>, Int<T::BK>>{});
   // Each CTA's box is 1/ClusterM of the B tile (the atom splits the box along N).
-  auto make_b = [&](const QkvGroup& g) {
+  auto kp = make_kernel_params<T>(p, [&](const QkvGroup& g) {
     return make_tma_atom(SM90_TMA_LOAD_MULTICAST{},
                          make_tensor(make_gmem_ptr(static_cast<Element const*>(g.weight)),
                                      make_shape(g.heads * kQkvHeadDim, p.k), make_stride(g.ldw, Int<1>{})),
                          typename T::SmemLayoutB{}(_, _, 0), Shape<Int<T::BN>, Int<T::BK>>{}, Int<T::ClusterM>{});
-  };
-  using TmaA = decltype(tma_a);
-  using TmaB = decltype(make_b(p.groups[0]));
-  const QkvGroup& g1 = p.num_groups > 1 ? p.groups[1] : p.groups[0];
-  const QkvGroup& g2 = p.num_groups > 2 ? p.groups[2] : p.groups[0];
-  QkvKernelParams<TmaA, TmaB> kp{tma_a, {make_b(p.groups[0]), make_b(g1), make_b(g2)}, p, {0, 0, 0, 0}, 0, 0};
-  int heads = 0;
-  for (int g = 0; g < kQkvMaxGroups; ++g) {
-    kp.first_tile[g] = heads;
-    if (g < p.num_groups) heads += p.groups[g].heads;
-  }
-  kp.first_tile[kQkvMaxGroups] = heads;
-  kp.n_tiles = heads;
+  });
+  using TmaA = decltype(kp.tma_a);
+  using TmaB = std::remove_reference_t<decltype(kp.tma_b[0])>;
+  const int heads = kp.n_tiles;
   // Pair tiles: (row pair, head); an odd row-tile count pads the last pair (see the kernel).
   const long long row_tiles = (p.m + T::TileM - 1) / T::TileM;
   const long long pair_tiles = static_cast<long long>(heads) * ((row_tiles + T::ClusterM - 1) / T::ClusterM);

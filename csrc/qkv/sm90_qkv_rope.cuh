@@ -305,6 +305,61 @@ CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int
   }
 }
 
+// Consumer warpgroups of the ping-pong kernels (qkv_rope_kernel, qkv_rope_mc_kernel). The CTA's tile
+// sequence is first, first + stride, ...; warpgroup wg takes every other one. m_tile_of(c) gives the
+// row tile this CTA computes for tile c (the multicast kernel's CTAs split a row-tile pair).
+template <class T, class TmaA, class TmaB, class MTileOf>
+CUTLASS_DEVICE void pingpong_consumers(QkvKernelParams<TmaA, TmaB> const& kp, typename T::SharedStorage& ss,
+                                       typename T::Pipeline& pipeline, int k_tiles, int first, int stride,
+                                       MTileOf&& m_tile_of) {
+  QkvParams const& p = kp.p;
+  const int wg = static_cast<int>(threadIdx.x) / 128 - 1;
+  typename T::TiledMma mma;
+  auto thr = mma.get_thread_slice(threadIdx.x % 128);
+  Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
+  Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));  // (MMA, MMA_M, MMA_K, PIPE) descriptors
+  Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
+  Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
+  auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data()) + wg * T::TileM * T::StagePitch;
+
+  // The ring holds the CTA's tiles in order; this warpgroup owns every other one. The mainloops
+  // take turns (named barriers kTurn0/kTurn1): a stage barrier is waited on by parity, which is
+  // only unambiguous within one phase, so a warpgroup may not wait on its next tile's stages
+  // while the other one is still consuming the ring (it would race up to k_tiles ahead).
+  constexpr uint32_t kTurn[2] = {2, 3};  // named barrier ids after the two epilogue ones
+  typename T::PipelineState read{};
+  read.advance(wg * k_tiles);
+#pragma unroll 1
+  for (int t = first + wg * stride; t < kp.num_tiles; t += 2 * stride) {
+    const TileCoord c = tile_coord(kp, t);
+    const int m_tile = m_tile_of(c);
+    if (t >= 2 * stride || wg == 1)  // the other warpgroup consumed the tile before this one
+      cutlass::arch::NamedBarrier::arrive_and_wait(256, kTurn[wg]);
+    Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
+    typename T::PipelineState release = read;
+    // Hand the ring over as soon as this tile's last stage has been waited on: the other
+    // warpgroup's first wait is then within one phase, and its MMAs queue behind ours.
+    mma_tile(mma, tCrA, tCrB, acc, pipeline, read, release, k_tiles, [&] {
+      if (t + stride < kp.num_tiles) cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
+    });
+    read.advance(k_tiles);  // skip the other warpgroup's next tile
+
+    // 1. bias, F.linear's rounding, into the staging tile.
+    QkvGroup const& grp = p.groups[c.group];
+    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
+    // The previous tile's RoPE pass may still read the staging tile and inv_freq.
+    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
+    stage_with_bias(acc, tCcC, bias == nullptr ? nullptr : bias + c.head * kQkvHeadDim, staging, T::StagePitch);
+    ss.inv_freq[wg][threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
+    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
+
+    // 2. RoPE and the head-major store (a padding tile, m_tile * TileM >= M, stores nothing).
+    rope_store_rows(p, grp, c.head, m_tile * T::TileM, 0, T::TileM, threadIdx.x % 128, 128, staging,
+                    T::StagePitch, ss.inv_freq[wg]);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------------
@@ -344,51 +399,8 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
   }
 
   cutlass::arch::warpgroup_reg_alloc<T::ConsumerRegs>();
-  const int wg = warp_group - 1;
-  typename T::TiledMma mma;
-  auto thr = mma.get_thread_slice(threadIdx.x % 128);
-  Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
-  Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
-  Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));  // (MMA, MMA_M, MMA_K, PIPE) descriptors
-  Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
-  Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
-  auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data()) + wg * T::TileM * T::StagePitch;
-
-  // The ring holds the CTA's tiles in order; this warpgroup owns every other one. The mainloops
-  // take turns (named barriers kTurn0/kTurn1): a stage barrier is waited on by parity, which is
-  // only unambiguous within one phase, so a warpgroup may not wait on its next tile's stages
-  // while the other one is still consuming the ring (it would race up to k_tiles ahead).
-  constexpr uint32_t kTurn[2] = {2, 3};  // named barrier ids after the two epilogue ones
-  typename T::PipelineState read{};
-  read.advance(wg * k_tiles);
-  const int stride = static_cast<int>(gridDim.x);
-#pragma unroll 1
-  for (int t = blockIdx.x + wg * stride; t < kp.num_tiles; t += 2 * stride) {
-    const TileCoord c = tile_coord(kp, t);
-    if (t >= 2 * stride || wg == 1)  // the other warpgroup consumed the tile before this one
-      cutlass::arch::NamedBarrier::arrive_and_wait(256, kTurn[wg]);
-    Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
-    typename T::PipelineState release = read;
-    // Hand the ring over as soon as this tile's last stage has been waited on: the other
-    // warpgroup's first wait is then within one phase, and its MMAs queue behind ours.
-    mma_tile(mma, tCrA, tCrB, acc, pipeline, read, release, k_tiles, [&] {
-      if (t + stride < kp.num_tiles) cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
-    });
-    read.advance(k_tiles);  // skip the other warpgroup's next tile
-
-    // 1. bias, F.linear's rounding, into the staging tile.
-    QkvGroup const& grp = p.groups[c.group];
-    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
-    // The previous tile's RoPE pass may still read the staging tile and inv_freq.
-    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
-    stage_with_bias(acc, tCcC, bias == nullptr ? nullptr : bias + c.head * kQkvHeadDim, staging, T::StagePitch);
-    ss.inv_freq[wg][threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
-    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
-
-    // 2. RoPE and the head-major store.
-    rope_store_rows(p, grp, c.head, c.m_tile * T::TileM, 0, T::TileM, threadIdx.x % 128, 128, staging,
-                    T::StagePitch, ss.inv_freq[wg]);
-  }
+  pingpong_consumers<T>(kp, ss, pipeline, k_tiles, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x),
+                        [](TileCoord const& c) { return c.m_tile; });
 #endif
 }
 
@@ -811,71 +823,9 @@ __global__ void __launch_bounds__(T::Threads, 1)
   }
 
   cutlass::arch::warpgroup_reg_alloc<T::ConsumerRegs>();
-  const int wg = warp_group - 1;
-  typename T::TiledMma mma;
-  auto thr = mma.get_thread_slice(threadIdx.x % 128);
-  Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
-  Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
-  Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));
-  Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
-  Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
-  auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data()) + wg * T::TileM * T::StagePitch;
-
-  // Turns as in qkv_rope_kernel: the warpgroups alternate over this CTA's tile sequence.
-  constexpr uint32_t kTurn[2] = {2, 3};
-  typename T::PipelineState read{};
-  read.advance(wg * k_tiles);
-#pragma unroll 1
-  for (int u = cluster + wg * clusters; u < kp.num_tiles; u += 2 * clusters) {
-    const TileCoord c = tile_coord(kp, u);
-    const int m_tile = c.m_tile * T::ClusterM + rank;
-    if (u >= 2 * clusters || wg == 1) cutlass::arch::NamedBarrier::arrive_and_wait(256, kTurn[wg]);
-    Tensor acc = partition_fragment_C(mma, Shape<Int<T::TileM>, Int<T::BN>>{});
-    typename T::PipelineState release = read;
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      pipeline.consumer_wait(read);
-      warpgroup_fence_operand(acc);
-      warpgroup_arrive();
-#pragma unroll
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), acc);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      if (kt == k_tiles - 1 && u + clusters < kp.num_tiles)
-        cutlass::arch::NamedBarrier::arrive(256, kTurn[wg ^ 1]);
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(acc);
-      if (kt > 0) {
-        pipeline.consumer_release(release);  // to both CTAs' empty barriers
-        ++release;
-      }
-      ++read;
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
-    pipeline.consumer_release(release);
-    read.advance(k_tiles);
-
-    QkvGroup const& grp = p.groups[c.group];
-    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
-    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
-#pragma unroll
-    for (int i = 0; i < size(acc); ++i) {
-      const int r = get<0>(tCcC(i));
-      const int col = get<1>(tCcC(i));
-      float v = acc(i);
-      if (bias != nullptr) v = __fadd_rn(v, __bfloat162float(bias[c.head * kQkvHeadDim + col]));
-      staging[r * T::StagePitch + col] = __float2bfloat16_rn(v);
-    }
-    ss.inv_freq[wg][threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
-    cutlass::arch::NamedBarrier::arrive_and_wait(128, wg);
-    // A padding tile (m_tile * TileM >= M) stores nothing: the row loop stops at row M.
-    rope_store_rows(p, grp, c.head, m_tile * T::TileM, 0, T::TileM, threadIdx.x % 128, 128, staging, T::StagePitch,
-                    ss.inv_freq[wg]);
-  }
+  // As in qkv_rope_kernel, over the cluster's pair tiles; rank r computes row tile 2j + r of pair j.
+  pingpong_consumers<T>(kp, ss, pipeline, k_tiles, cluster, clusters,
+                        [rank](TileCoord const& c) { return c.m_tile * T::ClusterM + rank; });
 #endif
 }
 
