@@ -26,7 +26,8 @@ HF_SECTION = (16, 24, 24, 16, 24, 24)
 SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("007")})
 SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
 TAILS = [1, 127, 541, 613]
-CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "c256", "m128mc"]
+CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "splitk2d", "splitk3d", "splitk4d", "m256k1", "m256k2",
+           "m256k3", "m256k4", "c256", "m128mc"]
 
 
 @pytest.fixture(autouse=True)

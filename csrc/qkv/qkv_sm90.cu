@@ -178,9 +178,16 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
     case QkvConfig::kM64: return qkv::launch<qkv::QkvTraits<64, 6>>(p);
     case QkvConfig::kC256: return qkv::launch<qkv::CoopTraits<3>>(p);
     case QkvConfig::kM128Mc: return qkv::launch_mc<qkv::McTraits<4>>(p);
-    case QkvConfig::kSplitK2: return qkv::launch<qkv::SplitKTraits<4>>(p, 2);
-    case QkvConfig::kSplitK3: return qkv::launch<qkv::SplitKTraits<4>>(p, 3);
-    case QkvConfig::kSplitK4: return qkv::launch<qkv::SplitKTraits<4>>(p, 4);
+    case QkvConfig::kSplitK2: return qkv::launch<qkv::SplitKTraits<128, 4>>(p, 2);
+    case QkvConfig::kSplitK3: return qkv::launch<qkv::SplitKTraits<128, 4>>(p, 3);
+    case QkvConfig::kSplitK4: return qkv::launch<qkv::SplitKTraits<128, 4>>(p, 4);
+    case QkvConfig::kSplitK2D: return qkv::launch<qkv::SplitKTraits<128, 6>>(p, 2);
+    case QkvConfig::kSplitK3D: return qkv::launch<qkv::SplitKTraits<128, 6>>(p, 3);
+    case QkvConfig::kSplitK4D: return qkv::launch<qkv::SplitKTraits<128, 6>>(p, 4);
+    case QkvConfig::kM256K1: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 1);
+    case QkvConfig::kM256K2: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 2);
+    case QkvConfig::kM256K3: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 3);
+    case QkvConfig::kM256K4: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 4);
   }
   return cudaErrorNotSupported;
 }

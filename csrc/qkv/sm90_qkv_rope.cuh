@@ -547,17 +547,22 @@ CUTLASS_DEVICE float4 ld_dsmem_f4(const float* local, uint32_t rank) {
   return v;
 }
 
-template <int Stages_>
+// TileM 128: each consumer warpgroup holds 64 rows (64 accumulator floats per thread); TileM 256: 128
+// rows each (128 floats), the 64x128 atoms repeated twice down M by the partitioner.
+template <int TileM_, int Stages_>
 struct SplitKTraits {
-  static constexpr int TileM = 128;  // two consumer warpgroups, 64 rows each (cooperative)
+  static constexpr int TileM = TileM_;  // two consumer warpgroups on one tile (cooperative)
   static constexpr int BN = kQkvHeadDim;
   static constexpr int BK = 64;
   static constexpr int Stages = Stages_;
   static constexpr int Threads = 384;
   static constexpr int StagePitch = BN + 8;
   static constexpr int RedPitch = BN + 4;  // fp32 partial tile row pitch (+16 B)
-  static constexpr int ProducerRegs = 80;  // setmaxnreg per warpgroup: 80 + 2 x 208 <= 512 per thread
-  static constexpr int ConsumerRegs = 208;
+  // setmaxnreg per warpgroup (producer + 2 consumers <= 512 per thread): at 40 the producer's k-range
+  // address math spilled, at 56 still 20 B; the 256-row consumers need room for 128 accumulators.
+  static constexpr int ProducerRegs = TileM == 256 ? 72 : 80;
+  static constexpr int ConsumerRegs = TileM == 256 ? 216 : 208;
+  static_assert(TileM == 128 || TileM == 256, "64 or 128 rows per consumer warpgroup");
   static_assert(128 * (2 * ConsumerRegs + ProducerRegs) <= 65536, "register file");
   static constexpr int MaxSplits = 8;      // portable cluster size
   static constexpr bool SplitK = true;
@@ -620,8 +625,8 @@ __global__ void __launch_bounds__(T::Threads, 1)
 
   QkvGroup const& grp = p.groups[c.group];
   if (warp_group == 0) {
-    // 80 / 208: at 40 the producer's k-range address math spilled (108 B; ncu at 007 M=128 counted
-    // 81832 local-memory requests); 56 still spilled 20 B. The consumers hold a 64-float accumulator.
+    // SplitKTraits: at 40 the producer's k-range address math spilled (108 B; ncu at 007 M=128
+    // counted 81832 local-memory requests).
     cutlass::arch::warpgroup_reg_dealloc<T::ProducerRegs>();
     if (threadIdx.x == 0) {
       auto state = cutlass::make_producer_start_state<Pipeline>();
