@@ -76,6 +76,17 @@ enum class QkvConfig : int32_t {
   kSplitK4 = 4,
   kC256 = 5,    // persistent, 128 x 256 tiles (a head pair), two warpgroups on one tile: large M
   kM128Mc = 6,  // kM128 in clusters of 2 CTAs along M, weight tile multicast to both: large M
+  kSplitK2D = 7,  // kSplitK2/3/4 with a 6-stage ring (192 KB in flight instead of 128): small M
+  kSplitK3D = 8,
+  kSplitK4D = 9,
+  kM256K1 = 10,   // 256-row tiles (both warpgroups, 128 rows each), K split over 1..4 CTAs: the weight
+  kM256K2 = 11,   // tile is read once per 256 rows (half the weight fill of 128-row tiles)
+  kM256K3 = 12,
+  kM256K4 = 13,
+  kSplitK2H2 = 14,  // kSplitK2/3/4 with 2 heads per cluster sharing a multicast activation tile
+  kSplitK3H2 = 15,
+  kSplitK4H2 = 16,
+  kSplitK2H4 = 17,  // 2 K splits x 4 heads per cluster
 };
 
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the
