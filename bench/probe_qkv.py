@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--problems", default="007,034")
     ap.add_argument("--configs", default="m128,m64,splitk2,splitk3,splitk4,splitk2d,splitk3d,splitk4d,"
-                                         "m256k1,m256k2,m256k3,m256k4,splitk2h2,splitk3h2,splitk4h2,splitk2h4,c256,m128mc")
+                                         "m256k1,m256k2,m256k3,m256k4,c256,m128mc")
     ap.add_argument("--max-m", type=int, default=1 << 30, help="skip workloads with more rows")
     args = ap.parse_args()
     configs = [c for c in args.configs.split(",") if c]

@@ -101,11 +101,10 @@ at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t
 
 // Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
 // a cluster), "splitk2d" / "splitk3d" / "splitk4d" (the same with a 6-stage ring), "m256k1".."m256k4"
-// (256-row tiles, K split over 1..4 CTAs), "splitk2h2" / "splitk3h2" / "splitk4h2" / "splitk2h4" (split-K
-// with 2 or 4 heads per cluster sharing a multicast activation tile; head counts must be multiples),
-// "c256" (head-pair tiles), "m128mc" (m128 in 2-CTA clusters along M with the weight tile multicast).
-// The deep, 256-row and multicast configs are named only, not in the automatic rule until measured;
-// "" or "auto" picks by the number of 128-row tiles against the SM count.
+// (256-row tiles, K split over 1..4 CTAs), "c256" (head-pair tiles), "m128mc" (m128 in 2-CTA
+// clusters along M with the weight tile multicast). The deep, 256-row and multicast configs are named
+// only, not in the automatic rule until measured; "" or "auto" picks by the number of 128-row tiles
+// against the SM count.
 QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count,
                       bool even_groups) {
   static const std::pair<const char*, QkvConfig> kNamed[] = {
@@ -113,8 +112,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
       {"splitk3", QkvConfig::kSplitK3}, {"splitk4", QkvConfig::kSplitK4}, {"splitk2d", QkvConfig::kSplitK2D},
       {"splitk3d", QkvConfig::kSplitK3D}, {"splitk4d", QkvConfig::kSplitK4D}, {"m256k1", QkvConfig::kM256K1},
       {"m256k2", QkvConfig::kM256K2},   {"m256k3", QkvConfig::kM256K3},   {"m256k4", QkvConfig::kM256K4},
-      {"splitk2h2", QkvConfig::kSplitK2H2}, {"splitk3h2", QkvConfig::kSplitK3H2}, {"splitk4h2", QkvConfig::kSplitK4H2},
-      {"splitk2h4", QkvConfig::kSplitK2H4}, {"c256", QkvConfig::kC256},   {"m128mc", QkvConfig::kM128Mc}};
+      {"c256", QkvConfig::kC256},       {"m128mc", QkvConfig::kM128Mc}};
   for (const auto& [name, cfg] : kNamed)
     if (config == name) return cfg;
   if (!(config.empty() || config == "auto")) {

@@ -83,10 +83,6 @@ enum class QkvConfig : int32_t {
   kM256K2 = 11,   // tile is read once per 256 rows (half the weight fill of 128-row tiles)
   kM256K3 = 12,
   kM256K4 = 13,
-  kSplitK2H2 = 14,  // kSplitK2/3/4 with 2 heads per cluster sharing a multicast activation tile
-  kSplitK3H2 = 15,
-  kSplitK4H2 = 16,
-  kSplitK2H4 = 17,  // 2 K splits x 4 heads per cluster
 };
 
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the

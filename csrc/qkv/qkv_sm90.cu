@@ -33,17 +33,10 @@ cudaError_t set_smem_once(int bytes) {
 template <class T, class MakeB>
 auto make_kernel_params(const QkvParams& p, MakeB&& make_b) {
   using Element = typename T::Element;
-  auto gmem_a =
-      make_tensor(make_gmem_ptr(static_cast<Element const*>(p.x)), make_shape(p.m, p.k), make_stride(p.ldx, Int<1>{}));
-  auto tma_a = [&] {
-    // HC > 1 (split-K): each CTA's box is 1/HC of the activation tile, multicast to HC CTAs.
-    if constexpr (T::HC > 1)
-      return make_tma_atom(SM90_TMA_LOAD_MULTICAST{}, gmem_a, typename T::SmemLayoutA{}(_, _, 0),
-                           Shape<Int<T::TileM>, Int<T::BK>>{}, Int<T::HC>{});
-    else
-      return make_tma_atom(SM90_TMA_LOAD{}, gmem_a, typename T::SmemLayoutA{}(_, _, 0),
-                           Shape<Int<T::TileM>, Int<T::BK>>{});
-  }();
+  auto tma_a = make_tma_atom(
+      SM90_TMA_LOAD{},
+      make_tensor(make_gmem_ptr(static_cast<Element const*>(p.x)), make_shape(p.m, p.k), make_stride(p.ldx, Int<1>{})),
+      typename T::SmemLayoutA{}(_, _, 0), Shape<Int<T::TileM>, Int<T::BK>>{});
   using TmaB = decltype(make_b(p.groups[0]));
   const TmaB b0 = make_b(p.groups[0]);
   QkvKernelParams<decltype(tma_a), TmaB> kp{tma_a,
@@ -89,15 +82,12 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
     const dim3 grid(static_cast<unsigned>(pair_tiles < sms ? pair_tiles : sms));
     return launch_pdl(kernel, grid, dim3(T::Threads), T::SmemBytes, p.stream, 0, kp);
   } else if constexpr (T::SplitK) {
-    if (splits < 1 || splits * T::HC > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
-    for (int g = 0; g < p.num_groups; ++g)
-      if (p.groups[g].heads % T::HC) return cudaErrorNotSupported;  // a cluster's heads share one row tile
+    if (splits < 1 || splits > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
     constexpr auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
     if (err != cudaSuccess) return err;
-    // Blocks [c * splits * HC, (c + 1) * splits * HC) form cluster c: tiles c * HC .. c * HC + HC - 1.
     return launch_pdl(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(T::Threads), T::SmemBytes, p.stream,
-                      static_cast<unsigned>(splits * T::HC), kp);
+                      static_cast<unsigned>(splits), kp);
   } else {
     constexpr auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
@@ -198,10 +188,6 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
     case QkvConfig::kM256K2: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 2);
     case QkvConfig::kM256K3: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 3);
     case QkvConfig::kM256K4: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 4);
-    case QkvConfig::kSplitK2H2: return qkv::launch<qkv::SplitKTraits<128, 4, 2>>(p, 2);
-    case QkvConfig::kSplitK3H2: return qkv::launch<qkv::SplitKTraits<128, 4, 2>>(p, 3);
-    case QkvConfig::kSplitK4H2: return qkv::launch<qkv::SplitKTraits<128, 4, 2>>(p, 4);
-    case QkvConfig::kSplitK2H4: return qkv::launch<qkv::SplitKTraits<128, 4, 4>>(p, 2);
   }
   return cudaErrorNotSupported;
 }

@@ -52,7 +52,6 @@ struct QkvTraits {
   static constexpr int ConsumerRegs = 232;
   static constexpr bool SplitK = false;
   static constexpr bool Coop = false;
-  static constexpr int HC = 1;  // heads per cluster sharing a multicast activation tile (split-K only)
 
   static_assert(TileM == 64 || TileM == 128, "a warpgroup's wgmma covers 64 rows; 1 or 2 of them per tile");
   static_assert(kQkvHeadDim == 128, "one thread per channel of a warpgroup fills inv_freq");
@@ -432,7 +431,6 @@ struct CoopTraits {
   static constexpr int StagePitch = BN + 8;
   static constexpr bool SplitK = false;
   static constexpr bool Coop = true;
-  static constexpr int HC = 1;
 
   using Element = cutlass::bfloat16_t;
   using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
@@ -551,40 +549,9 @@ CUTLASS_DEVICE float4 ld_dsmem_f4(const float* local, uint32_t rank) {
 
 // TileM 128: each consumer warpgroup holds 64 rows (64 accumulator floats per thread); TileM 256: 128
 // rows each (128 floats), the 64x128 atoms repeated twice down M by the partitioner.
-// HC > 1: the cluster holds splits x HC CTAs, HC heads of one row tile per K split; the CTAs of a K
-// split each load TileM / HC rows of the activation box and multicast them to the HC of them (the
-// activation tile is read from L2 once per HC heads instead of once per head).
-// Producer of the split-K kernel with A multicast (SplitKTraits HC > 1): this CTA's 1/HC of the
-// activation rows (multicast to the HC CTAs of its K split, `mask`) and its own head's weight rows.
-template <class T, class TmaA, class TmaB>
-CUTLASS_DEVICE void produce_tile_amc(TmaA const& tma_a, TmaB const& tma_b, int m, int n_group, int k, int m_tile,
-                                     int head, int hp, uint16_t mask, typename T::Pipeline& pipeline,
-                                     typename T::PipelineState& state, typename T::Element* smem_a,
-                                     typename T::Element* smem_b, int kt_begin, int kt_end) {
-  Tensor mA = tma_a.get_tma_tensor(make_shape(m, k));
-  Tensor mB = tma_b.get_tma_tensor(make_shape(n_group, k));
-  Tensor gA = local_tile(mA, Shape<Int<T::TileM>, Int<T::BK>>{}, make_coord(m_tile, _));  // (TileM, BK, k)
-  Tensor gB = local_tile(mB, Shape<Int<T::BN>, Int<T::BK>>{}, make_coord(head, _));       // (BN, BK, k)
-  Tensor sA = make_tensor(make_smem_ptr(smem_a), typename T::SmemLayoutA{});
-  Tensor sB = make_tensor(make_smem_ptr(smem_b), typename T::SmemLayoutB{});
-  // Slice hp of the multicast box: activation rows [hp * TileM / HC, (hp + 1) * TileM / HC).
-  auto [tAgA, tAsA] = tma_partition(tma_a, hp, Layout<Int<T::HC>>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
-  auto [tBgB, tBsB] = tma_partition(tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
-  for (int kt = kt_begin; kt < kt_end; ++kt) {
-    pipeline.producer_acquire(state);  // every CTA released the stage; arms it with the whole stage's bytes
-    auto* bar = pipeline.producer_get_barrier(state);
-    copy(tma_a.with(*bar, mask), tAgA(_, kt), tAsA(_, state.index()));
-    copy(tma_b.with(*bar), tBgB(_, kt), tBsB(_, state.index()));
-    ++state;
-  }
-}
-
-template <int TileM_, int Stages_, int HC_ = 1>
+template <int TileM_, int Stages_>
 struct SplitKTraits {
   static constexpr int TileM = TileM_;  // two consumer warpgroups on one tile (cooperative)
-  static constexpr int HC = HC_;
-  static_assert(HC == 1 || HC == 2 || HC == 4, "heads per cluster");
-  static_assert(TileM % (8 * HC) == 0, "each CTA multicasts whole 8-row SW128 atoms of the A tile");
   static constexpr int BN = kQkvHeadDim;
   static constexpr int BK = 64;
   static constexpr int Stages = Stages_;
@@ -640,33 +607,20 @@ __global__ void __launch_bounds__(T::Threads, 1)
   auto& ss = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
   QkvParams const& p = kp.p;
   const int warp_group = threadIdx.x / 128;
-  // Cluster rank r = hp * splits + ks: K split ks of head hp (of the cluster's HC heads).
-  const int cluster_size = static_cast<int>(cute::cluster_shape().x);
-  const int splits = cluster_size / T::HC;
+  const int splits = static_cast<int>(cute::cluster_shape().x);
   const int rank = static_cast<int>(cute::block_rank_in_cluster());
-  const int ks = rank % splits, hp = rank / splits;
-  const TileCoord c = tile_coord(kp, static_cast<int>(blockIdx.x) / cluster_size * T::HC + hp);
+  const TileCoord c = tile_coord(kp, blockIdx.x / splits);
   const int k_tiles = (p.k + T::BK - 1) / T::BK;
-  const int kt_begin = ks * k_tiles / splits, kt_end = (ks + 1) * k_tiles / splits;
+  const int kt_begin = rank * k_tiles / splits, kt_end = (rank + 1) * k_tiles / splits;
 
   typename Pipeline::Params pp;
   pp.transaction_bytes = T::TxBytes;
   pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = 256;
-  // HC == 1: cluster shape (1,1,1) for the pipeline, every CTA only signals itself. HC > 1: a stage
-  // is refilled (by this CTA and its HC - 1 multicast peers) only when every CTA of the cluster has
-  // released it: the real cluster shape makes each consumer warpgroup signal all of them (more than
-  // the multicast group needs; the K splits run in step anyway).
-  Pipeline pipeline = [&] {
-    if constexpr (T::HC == 1) return Pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
-    else return Pipeline(ss.pipeline, pp, make_shape(cluster_size, 1, 1));
-  }();
-  if constexpr (T::HC == 1) {
-    __syncthreads();
-  } else {
-    cute::cluster_sync();  // every CTA's barriers initialised before a peer multicasts or arrives
-  }
+  // Cluster shape (1,1,1) for the pipeline: no multicast, every CTA only signals itself.
+  Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
+  __syncthreads();
   pdl_enter();
 
   QkvGroup const& grp = p.groups[c.group];
@@ -678,15 +632,8 @@ __global__ void __launch_bounds__(T::Threads, 1)
       auto state = cutlass::make_producer_start_state<Pipeline>();
       const int n_group = grp.heads * kQkvHeadDim;
       with_group_tma(kp, c.group, [&](auto const& tma_b) {
-        if constexpr (T::HC == 1) {
-          produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, pipeline, state,
-                          ss.mainloop.a.data(), ss.mainloop.b.data(), kt_begin, kt_end);
-        } else {
-          uint16_t mask = 0;  // the CTAs of this K split: ranks ks + j * splits
-          for (int j = 0; j < T::HC; ++j) mask |= uint16_t(1u << (ks + j * splits));
-          produce_tile_amc<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, hp, mask, pipeline, state,
-                              ss.mainloop.a.data(), ss.mainloop.b.data(), kt_begin, kt_end);
-        }
+        produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
+                        ss.mainloop.b.data(), kt_begin, kt_end);
       });
     }
   } else {
@@ -714,13 +661,9 @@ __global__ void __launch_bounds__(T::Threads, 1)
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc);
       if (kt > kt_begin) {
-        if constexpr (T::HC == 1) {
-          // Not pipeline.consumer_release(): with a (1,1,1) pipeline it signals cluster rank 0's
-          // barrier, which in this real cluster is another CTA's. The ring is CTA-local.
-          ss.pipeline.empty_barrier_[release.index()].arrive();
-        } else {
-          pipeline.consumer_release(release);  // every CTA of the cluster
-        }
+        // Not pipeline.consumer_release(): with a (1,1,1) pipeline it signals cluster rank 0's
+        // barrier, which in this real cluster is another CTA's. The ring is CTA-local.
+        ss.pipeline.empty_barrier_[release.index()].arrive();
         ++release;
       }
       ++read;
@@ -740,8 +683,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
 
   if (warp_group > 0) {
     const int t = threadIdx.x - 128;
-    const int row_begin = ks * T::TileM / splits, row_end = (ks + 1) * T::TileM / splits;
-    const int peer0 = hp * splits;  // the K splits of this head: ranks peer0 .. peer0 + splits - 1
+    const int row_begin = rank * T::TileM / splits, row_end = (rank + 1) * T::TileM / splits;
     const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
     auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data());
     // 256 threads x 4 columns: each thread sums a float4 of one row over the S partials.
@@ -750,10 +692,10 @@ __global__ void __launch_bounds__(T::Threads, 1)
 #pragma unroll 1
     for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 256 / kThreadsPerRow) {
       const float* part = &ss.red[r * T::RedPitch + col];
-      float4 sum = ld_dsmem_f4(part, peer0);
+      float4 sum = ld_dsmem_f4(part, 0);
 #pragma unroll 1
-      for (int q = 1; q < splits; ++q) {  // split order: the same sum on every run
-        const float4 v = ld_dsmem_f4(part, peer0 + q);
+      for (int q = 1; q < splits; ++q) {  // rank order: the same sum on every run
+        const float4 v = ld_dsmem_f4(part, q);
         sum.x = __fadd_rn(sum.x, v.x);
         sum.y = __fadd_rn(sum.y, v.y);
         sum.z = __fadd_rn(sum.z, v.z);

@@ -568,8 +568,7 @@ def mrope_qkv(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor | None, k_
     roundings fused into the GEMM epilogue. Returns contiguous head-major q [B, Hq, S, 128],
     k and v [B, Hkv, S, 128] (v without RoPE). ``config``: "" (by M), "m128", "m64" (persistent
     ping-pong, 128- or 64-row tiles), "splitk2" / "splitk3" / "splitk4" (K split over a cluster; with a
-    "d" suffix a 6-stage ring; with "h2"/"h4" 2 or 4 heads per cluster share a multicast activation
-    tile), "m256k1".."m256k4" (256-row tiles, K split over 1..4 CTAs), "c256"
+    "d" suffix a 6-stage ring), "m256k1".."m256k4" (256-row tiles, K split over 1..4 CTAs), "c256"
     (persistent 128 x 256 head-pair tiles, both warpgroups on one tile; even head counts) or "m128mc"
     (m128 in 2-CTA clusters along M, the weight tile multicast to both CTAs)."""
     _ext.require("vlattn.mrope_qkv")
