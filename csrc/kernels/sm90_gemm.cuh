@@ -107,12 +107,32 @@ struct Sm90Gemm {
 
   static size_t workspace_bytes(const GemmParams& p) { return Gemm::get_workspace_size(make_arguments(p)); }
 
+  // The dynamic shared-memory limit is a per-device, per-kernel attribute: set it once per device.
+  // (GemmUniversalAdapter::initialize sets it on every call: a driver call of host time per GEMM.)
+  static bool smem_attribute_once(int device) {
+    constexpr int kMaxDevices = 64;
+    static bool done[kMaxDevices] = {};
+    if (device >= 0 && device < kMaxDevices && done[device]) return true;
+    constexpr int kSmem = GemmKernel::SharedStorageSize;
+    if (kSmem >= (48 << 10) &&
+        cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kSmem) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (device >= 0 && device < kMaxDevices) done[device] = true;
+    return true;
+  }
+
   static GemmStatus run(const GemmParams& p, void* workspace, size_t workspace_size) {
     auto args = make_arguments(p);
     if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
-    if (gemm.initialize(args, workspace, p.stream) != cutlass::Status::kSuccess) return GemmStatus::kInitFailed;
+    if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
+    // What GemmUniversalAdapter::initialize does, with the attribute set once per device.
+    if (!smem_attribute_once(p.device)) return GemmStatus::kInitFailed;
+    if (GemmKernel::initialize_workspace(args, workspace, p.stream, nullptr) != cutlass::Status::kSuccess)
+      return GemmStatus::kInitFailed;
+    typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, workspace);
     // With CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the generated TU) the kernel waits on its
     // predecessor grid before touching memory, so it may be launched with PDL (launch/pdl.h).
 #if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
@@ -120,7 +140,7 @@ struct Sm90Gemm {
 #else
     const bool pdl = false;
 #endif
-    if (gemm.run(p.stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
+    if (Gemm::run(params, p.stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
     return GemmStatus::kSuccess;
   }
 };
