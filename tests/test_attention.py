@@ -409,6 +409,55 @@ def test_mask_smem_matches_global(tmp_path, rng_seed, simple):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: staged and global mask paths differ"
 
 
+_PERSISTENT_SCRIPT = r"""
+import sys, torch
+from vlattn.attention import attention
+torch.manual_seed(int(sys.argv[2]))
+BF16_MIN = torch.finfo(torch.bfloat16).min
+outs = []
+def run(b, hq, hkv, sq, sk, mask, causal=False, skip=True):
+    q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    # Poison: the output is allocated from this freed NaN block, so a unit no CTA ran stays NaN.
+    poison = torch.full((b, sq, hq * 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+    del poison
+    outs.append(attention(q, k, v, mask, causal=causal, skip=skip).cpu())
+def causal_min(b, sq, width):
+    return torch.full((sq, width), BF16_MIN, dtype=torch.bfloat16, device="cuda").triu(1).expand(b, 1, sq, width).contiguous()
+def rnd(b, sq, width):
+    return torch.randn(b, 1, sq, width, dtype=torch.bfloat16, device="cuda") * 4
+# Many units per CTA (persistent grid of min(units, SMs) CTAs): 034-like cross attention, no mask.
+run(2, 32, 8, 1024, 1500, None)                                  # 512 units, Sk tail
+run(1, 32, 8, 373, 980, None)                                    # 96 units: fewer than SMs
+# Masked self attention: staged (aligned) or global (S 541) mask tiles, DEAD tiles skipped, so units
+# visit different numbers of key tiles; the causal flag; GQA 7:1 and 1:1.
+run(1, 28, 4, 2048, 2048, causal_min(1, 2048, 2048))             # 448 units, 1..16 tiles each
+run(2, 28, 4, 541, 541, rnd(2, 541, 541))
+run(4, 28, 4, 256, 256, causal_min(4, 256, 256), skip=False)
+run(1, 8, 8, 1500, 1500, None, causal=True)
+run(3, 4, 2, 200, 200, rnd(1, 200, 200))                         # batch-broadcast mask
+run(2, 4, 2, 17, 129, rnd(2, 17, 129))                           # tails, a single unit per CTA
+torch.save(outs, sys.argv[1])
+"""
+
+
+@requires_sm90
+@pytest.mark.parametrize("mask_smem", ["0", "2"])
+def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
+    """VLATTN_ATTN_PERSISTENT=2 runs every launch on the persistent grid (at most one CTA per SM, each
+    striding over the work units, pipeline states carried from unit to unit); =0 on one CTA per unit.
+    A unit's arithmetic does not depend on the CTA that runs it: the outputs must agree bitwise, with
+    the mask tiles staged in shared memory (both layouts, MASK_SMEM=2) or read from global memory (0)."""
+    results = [outputs_in_subprocess(_PERSISTENT_SCRIPT, tmp_path / f"out_{persistent}.pt",
+                                     {"VLATTN_ATTN_PERSISTENT": persistent, "VLATTN_ATTN_MASK_SMEM": mask_smem},
+                                     rng_seed)
+               for persistent in ("0", "2")]
+    assert len(results[0]) == len(results[1]) == 8
+    for i, (a, b) in enumerate(zip(*results)):
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: persistent and per-unit grids differ"
+
+
 @requires_sm90
 def test_causal_flag_matches_causal_tensor(highest_fp32_matmul):
     """The causal flag and an explicit -inf / bf16-min causal tensor give the same answer (closely)."""

@@ -137,7 +137,8 @@ struct SharedStorageBase {
   alignas(1024) Element v[cosize_v<SmemLayoutV>];
   typename PipelineK::SharedStorage pipe_k;
   typename PipelineV::SharedStorage pipe_v;
-  alignas(8) uint64_t q_full;  // transaction barrier of the single Q load
+  alignas(8) uint64_t q_full;   // transaction barrier of the Q load of each work unit
+  alignas(8) uint64_t q_empty;  // the consumers are done with the Q tile (and its O staging) of a unit
 };
 
 template <bool kMaskSmem>
@@ -230,7 +231,31 @@ struct KernelParams {
   bool mask_vec16;
 };
 
-// Walks the key tiles of one CTA in order, leaving out those that are skipped exactly. Producer and
+// Work units: (query head, 128-row q-block, batch). Linear unit u has the heads fastest, then the
+// q-blocks last-first (causal: the longest units first), then the batches: the heads reading the same
+// K/V (G of them) and the same mask rows (all of them) run side by side and share those through L2.
+// A CTA runs units first, first + stride, ...: one unit per CTA with the 3-D grid (Hq, q-blocks, B),
+// or a persistent 1-D grid of at most one CTA per SM that strides over all units (static round robin).
+struct WorkUnit {
+  int head, m_block, batch;
+};
+CUTLASS_DEVICE WorkUnit work_unit(int u, int heads_q, int m_blocks) {
+  const int rest = u / heads_q;
+  return {u - rest * heads_q, m_blocks - 1 - rest % m_blocks, rest / m_blocks};
+}
+
+// Key tiles of a q-block. Causal (top-left aligned): row i sees keys j <= i, so tiles wholly to the
+// right of the block's last valid row contribute exact zeros and are not visited.
+CUTLASS_DEVICE int unit_key_tiles(const KernelParams& kp, int m_block) {
+  int n_tiles = ceil_div(kp.seqlen_k, int(AttnConfig::kBlockN));
+  if (kp.causal) {
+    const int last_row = min(kp.seqlen_q - 1, (m_block + 1) * AttnConfig::kBlockM - 1);
+    n_tiles = min(n_tiles, last_row / AttnConfig::kBlockN + 1);
+  }
+  return n_tiles;
+}
+
+// Walks the key tiles of one work unit in order, leaving out those that are skipped exactly. Producer and
 // consumers each run one; they read the same summary and so see the same sequence.
 struct TileWalker {
   const uint8_t* kinds = nullptr;  // this (b, m) row of the summary, or nullptr
@@ -450,27 +475,20 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
 // (VLATTN_ATTN_SIMPLE=1 selects it at run time).
 // kMaskSmem: MIXED mask tiles are staged in shared memory by producer warps 1..3 (launched only with a
 // mask; VLATTN_ATTN_MASK_SMEM=0 selects false, the per-element global loads, bitwise the same result).
-template <bool kPipelined, bool kMaskSmem>
+// kPersistent: a 1-D grid of at most one CTA per SM, each running work units blockIdx.x + i * gridDim.x
+// (VLATTN_ATTN_PERSISTENT); false: one CTA per unit, the loops below run once and have no back edge
+// (straight-line code, as before the persistent variant existed).
+template <bool kPipelined, bool kMaskSmem, bool kPersistent>
 __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams const kp) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) char smem_buf[];
   SharedStorage<kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kMaskSmem>*>(smem_buf);
 
   const int warp_group = threadIdx.x / 128;
-  // Grid order: heads fastest (the G heads of one KV head and all heads reading the same mask rows run
-  // side by side and share K/V/mask through L2), q-blocks last-first (causal: longest CTAs first).
-  const int head = blockIdx.x;
-  const int m_block = gridDim.y - 1 - blockIdx.y;
-  const int batch = blockIdx.z;
-  const int head_kv = head / kp.group;
-
-  // Key tiles this CTA visits. Causal (top-left aligned): row i sees keys j <= i, so tiles wholly to
-  // the right of the block's last valid row contribute exact zeros and are skipped.
-  int n_tiles = ceil_div(kp.seqlen_k, int(C::kBlockN));
-  if (kp.causal) {
-    const int last_row = min(kp.seqlen_q - 1, (m_block + 1) * C::kBlockM - 1);
-    n_tiles = min(n_tiles, last_row / C::kBlockN + 1);
-  }
+  const int m_blocks = ceil_div(kp.seqlen_q, int(C::kBlockM));
+  const int units = kp.heads_q * m_blocks * kp.batch;
+  const int first_unit = int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  const int unit_stride = int(gridDim.x * gridDim.y * gridDim.z);
 
   using Role = typename PipelineK::ThreadCategory;
   typename PipelineK::Params pk;
@@ -486,6 +504,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   PipelineV pipe_v(ss.pipe_v, pv, Shape<_1, _1, _1>{});
   if (threadIdx.x == 64) {  // warp 2: the pipelines' init warps are 0 and 1 (3: the mask ring)
     cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&ss.q_empty, 128 * C::kNumConsumerWarpgroups);
     cutlass::arch::fence_barrier_init();
   }
   // Mask ring: producers are the 96 threads of warps 1..3 (each arrives once per stage, plus one
@@ -515,25 +534,43 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
       Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
       Tensor mV = kp.tma_v.get_tma_tensor(make_shape(int(C::kHeadDim), kp.seqlen_k, kp.heads_kv, kp.batch));
-      Tensor gQ = local_tile(mQ(_, _, head, batch), TileQ{}, make_coord(m_block, 0));         // (128, 128)
-      Tensor gK = local_tile(mK(_, _, head_kv, batch), TileK{}, make_coord(_, 0));           // (128, 128, n)
-      Tensor gV = local_tile(mV(_, _, head_kv, batch), TileV{}, make_coord(0, _));           // (128, 128, n)
-
-      auto [tQgQ, tQsQ] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-      auto [tKgK, tKsK] = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-      auto [tVgV, tVsV] = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQBytes);
-      copy(kp.tma_q.with(ss.q_full), tQgQ, tQsQ);
-
       PipeState state = cutlass::make_producer_start_state<PipelineK>();
-      const TileWalker walk(kp, batch, m_block, n_tiles);
-      for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
-        pipe_k.producer_acquire(state);
-        copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state)), tKgK(_, n), tKsK(_, state.index()));
-        pipe_v.producer_acquire(state);
-        copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state)), tVgV(_, n), tVsV(_, state.index()));
-        ++state;
+      int it = 0;
+#pragma unroll 1
+      for (int u = first_unit; u < units; u += unit_stride, ++it) {
+        const WorkUnit w = work_unit(u, kp.heads_q, m_blocks);
+        const int head_kv = w.head / kp.group;
+        const int n_tiles = unit_key_tiles(kp, w.m_block);
+        Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), TileQ{}, make_coord(w.m_block, 0));  // (128, 128)
+        Tensor gK = local_tile(mK(_, _, head_kv, w.batch), TileK{}, make_coord(_, 0));        // (128, 128, n)
+        Tensor gV = local_tile(mV(_, _, head_kv, w.batch), TileV{}, make_coord(0, _));        // (128, 128, n)
+        auto tQ = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+        auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+        auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+
+        // The unit's first K/V tile goes out before its Q: those ring stages are free once the previous
+        // unit's last GEMMs read them, while the Q tile is free only once the previous unit's epilogue
+        // has read its O staging (q_empty), so the first K/V load overlaps that epilogue.
+        const TileWalker walk(kp, w.batch, w.m_block, n_tiles);
+        bool q_issued = false;
+#pragma unroll 1
+        for (int n = walk.next(0);; n = walk.next(n + 1)) {
+          if (n < n_tiles) {
+            pipe_k.producer_acquire(state);
+            copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state)), get<0>(tK)(_, n), get<1>(tK)(_, state.index()));
+            pipe_v.producer_acquire(state);
+            copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state)), get<0>(tV)(_, n), get<1>(tV)(_, state.index()));
+            ++state;
+          }
+          if (!q_issued) {
+            if (it > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (it - 1) & 1);
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQBytes);
+            copy(kp.tma_q.with(ss.q_full), get<0>(tQ), get<1>(tQ));
+            q_issued = true;
+          }
+          if (n >= n_tiles) break;
+        }
+        if constexpr (!kPersistent) break;  // one unit per CTA: no loop back edge at all
       }
     }
     if constexpr (kMaskSmem) {
@@ -541,13 +578,18 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         // ------------------------------------------------------------ mask tile copies (warps 1..3)
         // Same tile order as the TMA thread; every visited tile that is not ZERO (MIXED, or DEAD when
         // DEAD tiles are not skipped) is staged, in the order the consumers apply them.
+        PipeStateM st = cutlass::make_producer_start_state<PipelineM>();
+#pragma unroll 1
+        for (int u = first_unit; u < units; u += unit_stride) {
+        const WorkUnit wu = work_unit(u, kp.heads_q, m_blocks);
+        const int n_tiles = unit_key_tiles(kp, wu.m_block);
         // The walker first: its live-row reads need registers that the copy loop's state would take.
-        const TileWalker walk(kp, batch, m_block, n_tiles);
-        const int row0 = m_block * C::kBlockM;
+        const TileWalker walk(kp, wu.batch, wu.m_block, n_tiles);
+        const int row0 = wu.m_block * C::kBlockM;
         const int rows_valid = min(int(C::kBlockM), kp.seqlen_q - row0);
         // Row 0 of this q-block (a pointer past the mask for padding rows is never dereferenced).
-        const uint16_t* mrow0 = kp.mask + int64_t(batch) * kp.mask_batch_stride + int64_t(row0) * kp.mask_row_stride;
-        PipeStateM st = cutlass::make_producer_start_state<PipelineM>();
+        const uint16_t* mrow0 =
+            kp.mask + int64_t(wu.batch) * kp.mask_batch_stride + int64_t(row0) * kp.mask_row_stride;
 #pragma unroll 1
         for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
           if (walk.kind(n) == kTileZero) continue;
@@ -601,6 +643,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           cutlass::arch::ClusterBarrier::arrive(full);
           ++st;
         }
+        if constexpr (!kPersistent) break;
+        }  // units
       }
     }
   } else {
@@ -614,9 +658,37 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     auto thr_qk = mma_qk.get_thread_slice(ct);
     auto thr_pv = mma_pv.get_thread_slice(ct);
 
-    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, 1, 8) smem descriptors
-    Tensor tSrK = thr_qk.partition_fragment_B(sK);  // (MMA, 1, 8, stages)
-    Tensor tOrV = thr_pv.partition_fragment_B(sV);  // (MMA, 1, 8, stages)
+    // Pipeline states run on across the units of this CTA (consumer start: stage 0, phase 0).
+    [[maybe_unused]] PipeStateM st_m;
+    PipeState st_k;  // the pipelined loop's V state lags it by one tile within a unit, equals it between units
+    const bool tail = (kp.seqlen_k % C::kBlockN) != 0;
+
+    int it = 0;
+#pragma unroll 1
+    for (int u = first_unit; u < units; u += unit_stride, ++it) {
+    const WorkUnit wu = work_unit(u, kp.heads_q, m_blocks);
+    const int m_block = wu.m_block, batch = wu.batch, head = wu.head;
+    // Everything that depends only on the thread or on shared-memory addresses (wgmma descriptors:
+    // 2 x 8 + 2 x 16 64-bit values, key columns, mask staging addresses, the epilogue's addresses) is
+    // derived per unit from opaque copies: hoisted out of the unit loop it stayed live through the
+    // mainloop and ptxas spilled 360-570 bytes of the pipelined kernels.
+    int ct_u = ct, smem_off = 0;
+    if constexpr (kPersistent) asm volatile("" : "+r"(ct_u), "+r"(smem_off));
+    auto thr_qk_u = mma_qk.get_thread_slice(ct_u);
+    Tensor tSrQ = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(ss.q + smem_off), SmemLayoutQ{}));  // (MMA, 1, 8)
+    Tensor tSrK = thr_qk.partition_fragment_B(make_tensor(make_smem_ptr(ss.k + smem_off), SmemLayoutK{}));  // (.., stages)
+    Tensor tOrV = thr_pv.partition_fragment_B(make_tensor(make_smem_ptr(ss.v + smem_off), SmemLayoutV{}));  // (.., stages)
+    // (row, col) of each accumulator element from an identity tensor partitioned like the accumulator.
+    Tensor tScS = thr_qk_u.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+    int local_row[2];  // this thread's two rows within the q-block
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) local_row[r] = get<0>(tScS(acc_idx(0, r, 0)));
+    int col[kColGroups][2];  // key column within a tile
+    CUTE_UNROLL
+    for (int j = 0; j < kColGroups; ++j) {
+      CUTE_UNROLL
+      for (int c = 0; c < 2; ++c) col[j][c] = get<1>(tScS(acc_idx(c, 0, j)));
+    }
     Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{});   // fp32
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{});  // fp32
     // P as the RS A operand: ((2,2,2), 1, 8 k-blocks) bf16. For 16-bit A the register layout holds,
@@ -628,17 +700,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
                       decltype(size(tOrO))::value == 64,
                   "unexpected per-thread fragment sizes");
 
-    // (row, col) of each accumulator element from an identity tensor partitioned like the accumulator.
-    Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
-    int row[2];   // global query row of this thread's two rows
-    int col[kColGroups][2];
+
+    const int n_tiles = unit_key_tiles(kp, m_block);
+    int row[2];  // global query row of this thread's two rows
     CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) row[r] = m_block * C::kBlockM + get<0>(tScS(acc_idx(0, r, 0)));
-    CUTE_UNROLL
-    for (int j = 0; j < kColGroups; ++j) {
-      CUTE_UNROLL
-      for (int c = 0; c < 2; ++c) col[j][c] = get<1>(tScS(acc_idx(c, 0, j)));
-    }
+    for (int r = 0; r < 2; ++r) row[r] = m_block * C::kBlockM + local_row[r];
     const uint16_t* mask_row[2] = {nullptr, nullptr};
     if (kp.mask != nullptr) {
       CUTE_UNROLL
@@ -649,12 +715,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     // Staged mask tiles: this thread's shared-memory addresses (see MaskSmemThread).
     MaskSmemThread ms{};
     if constexpr (kMaskSmem) {
-      const uint32_t smem_mask = cute::cast_smem_ptr_to_uint(&ss.mask[0][0]);
-      const uint32_t smem_extra = cute::cast_smem_ptr_to_uint(&ss.mask_extra[0][0]);
+      const uint32_t smem_mask = cute::cast_smem_ptr_to_uint(&ss.mask[0][0]) + smem_off;
+      const uint32_t smem_extra = cute::cast_smem_ptr_to_uint(&ss.mask_extra[0][0]) + smem_off;
       ms.q4 = uint32_t(2 * col[0][0]);  // col[0][0] = 2q: the pair's byte offset in its 16-byte chunk
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
-        const int lr = row[r] - m_block * C::kBlockM;  // 0..127
+        const int lr = local_row[r];  // 0..127
         ms.a0q[r] = smem_mask + uint32_t(lr) * 256 + (uint32_t(lr & 7) << 4) + ms.q4;
         ms.extra[r] = smem_extra + uint32_t(lr) * 4;
         // Parity of the row start's element address (key0 is even): as the producer computes it.
@@ -663,12 +729,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         ms.sel[r] = ((start >> 1) & 1) ? 0x5432u : 0x3210u;
       }
     }
-    [[maybe_unused]] PipeStateM st_m;  // consumer start: stage 0, phase 0
 
     // Tiles that need the per-element mask path: every tile with a mask tensor; the Sk tail tile; the
     // causal tiles that reach past the block's first row.
     const int first_row = m_block * C::kBlockM;
-    const bool tail = (kp.seqlen_k % C::kBlockN) != 0;
 
     float m[2] = {kNegInf, kNegInf};
     float l[2] = {0.f, 0.f};
@@ -677,7 +741,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     // The walker's summary loads overlap the Q load's latency.
     const TileWalker walk(kp, batch, m_block, n_tiles);
 
-    cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, 0);
+    cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, it & 1);
 
     // Issue S = Q K^T on a K stage (asynchronous: the caller waits).
     auto issue_qk = [&](int stage) {
@@ -744,7 +808,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
     if constexpr (!kPipelined) {
       // Plain loop: every step waits for its GEMM before going on.
-      PipeState st;
+      PipeState& st = st_k;
       for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
         pipe_k.consumer_wait(st);
         issue_qk(st.index());
@@ -777,7 +841,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // tensor cores compute P_{i-1} V_{i-1}. S_i and PV_{i-1} are issued back to back; wait<1> returns
       // once S_i (committed first) is done; O is rescaled only after wait<0> (PV_{i-1} landed), and P's
       // registers are overwritten only then (the RS wgmma reads them until it completes).
-      PipeState st_k, st_v;  // consumer start: stage 0, phase 0; V lags K by one tile
+      PipeState st_v = st_k;
       int n = walk.next(0);
       if (n < n_tiles) {
         if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
@@ -834,8 +898,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     }
     // Stage O in this warpgroup's own 64 rows of the Q tile: only this warpgroup's wgmma read them,
     // and all of those completed (warpgroup_wait<0> above).
-    Tensor sO = sQ;
-    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
+    // The staging and store addresses: from the opaque per-unit thread index (see above).
+    const int ct_epi = ct_u;
+    Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
+    Tensor tOcO = mma_pv.get_thread_slice(ct_epi).partition_C(
+        make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) {
       CUTE_UNROLL
@@ -853,7 +920,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
     constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
     constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
-    const int t = ct % 128;
+    const int t = ct_epi % 128;
     const int chunk = t % kChunksPerRow;
     const int64_t o_row_stride = int64_t(kp.heads_q) * C::kHeadDim;
     CUTE_UNROLL
@@ -867,6 +934,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         *reinterpret_cast<uint4*>(dst) = val;
       }
     }
+    // This thread is done with the Q tile and its O staging: the producer may load the next unit's
+    // Q over it (the fence orders these generic-proxy accesses before the TMA's async-proxy writes).
+    if constexpr (!kPersistent) break;  // the last unit: nobody waits for q_empty
+    cutlass::arch::fence_view_async_shared();
+    cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
+    }  // units
   }
 #endif  // sm_90a
 }
@@ -908,6 +981,15 @@ inline bool summary_pays(const AttentionParams& p) {
   return ctas >= 4 * sms;
 }
 
+// Whether the persistent grid (one CTA per SM striding over the work units, static round robin) is
+// expected to beat one CTA per unit. Not yet measured: off until the A/B (VLATTN_ATTN_PERSISTENT=0
+// vs 2) on the H200 says where it pays.
+inline bool persistent_pays(const AttentionParams& p, long long units) {
+  (void)p;
+  (void)units;
+  return false;
+}
+
 inline SummaryLayout summary_layout(const AttentionParams& p) {
   SummaryLayout s;
   if (p.mask == nullptr || !p.skip || p.seqlen_q < 1 || p.seqlen_k < 1 || p.batch < 1) return s;
@@ -939,9 +1021,9 @@ inline bool env_flag(const char* name, bool fallback) {
 
 // One kernel instantiation: its shared-memory opt-in is per device context and per kernel (a static
 // flag per instantiation: kernels of one signature must not share it, bench/NOTES.md lessons).
-template <bool kPipelined, bool kMaskSmem>
+template <bool kPipelined, bool kMaskSmem, bool kPersistent = false>
 inline AttentionStatus launch_kernel(const KernelParams& kp, dim3 grid, const AttentionParams& p) {
-  auto kernel = attention_kernel<kPipelined, kMaskSmem>;
+  auto kernel = attention_kernel<kPipelined, kMaskSmem, kPersistent>;
   constexpr int kBytes = kSmemBytes<kMaskSmem>;
   constexpr int kMaxDevices = 64;
   static bool smem_attr_set[kMaxDevices] = {};  // a benign race at worst sets the same value twice
@@ -1036,9 +1118,20 @@ inline AttentionStatus launch(const AttentionParams& p) {
   static const int mask_smem = env_int("VLATTN_ATTN_MASK_SMEM", 1);
   kp.mask_vec16 = mask_vec16(p);
   const bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
-  const dim3 grid(p.heads_q, m_blocks, p.batch);
+  const long long units = (long long)p.heads_q * m_blocks * p.batch;
+  if (units > std::numeric_limits<int>::max()) return AttentionStatus::kInvalidArgument;
+  // VLATTN_ATTN_PERSISTENT (read once): 0 = one CTA per work unit (3-D grid, the hardware schedules),
+  // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().
+  // Every choice gives the same bits: a unit's arithmetic does not depend on the CTA that runs it.
+  static const int persistent = env_int("VLATTN_ATTN_PERSISTENT", 1);
+  const int sms = p.sm_count > 0 ? p.sm_count : 132;
+  const bool use_persistent = !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units)));
+  const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
+                                   : dim3(p.heads_q, m_blocks, p.batch);
   if (simple_loop)
     return stage_mask ? launch_kernel<false, true>(kp, grid, p) : launch_kernel<false, false>(kp, grid, p);
+  if (use_persistent)
+    return stage_mask ? launch_kernel<true, true, true>(kp, grid, p) : launch_kernel<true, false, true>(kp, grid, p);
   return stage_mask ? launch_kernel<true, true>(kp, grid, p) : launch_kernel<true, false>(kp, grid, p);
 }
 
