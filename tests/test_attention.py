@@ -190,6 +190,15 @@ def test_gqa_ratios(heads_q, heads_kv, highest_fp32_matmul):
     check(2, heads_q, heads_kv, 200, 333, mask_kind="random")
 
 
+@requires_sm90
+@pytest.mark.parametrize("mask_kind", [None, "random"])
+def test_more_units_than_sms(mask_kind, highest_fp32_matmul):
+    """32 heads x 5 q-blocks x 2 batches = 320 units: without a mask the default rule runs them on the
+    persistent grid (at most one CTA per SM, 2-3 units each; VLATTN_ATTN_PERSISTENT=2 forces it for the
+    masked case, as the sanitizer run does). Small enough for compute-sanitizer."""
+    check(2, 32, 8, 600, 150, mask_kind=mask_kind)
+
+
 TAILS = [1, 17, 127, 129]
 
 

@@ -548,11 +548,17 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
         auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
 
-        // The unit's first K/V tile goes out before its Q: those ring stages are free once the previous
-        // unit's last GEMMs read them, while the Q tile is free only once the previous unit's epilogue
-        // has read its O staging (q_empty), so the first K/V load overlaps that epilogue.
+        // A CTA's first unit loads Q first (the per-unit kernels: exactly the order they always had; K/V
+        // first cost them 4-8% on the short 007 units, H200 2026-11-30). A later unit's first K/V tile
+        // goes out before its Q: those ring stages are free once the previous unit's last GEMMs read
+        // them, while the Q tile is free only once the previous unit's epilogue has read its O staging
+        // (q_empty), so that K/V load overlaps the epilogue.
         const TileWalker walk(kp, w.batch, w.m_block, n_tiles);
-        bool q_issued = false;
+        bool q_issued = it == 0;
+        if (q_issued) {
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQBytes);
+          copy(kp.tma_q.with(ss.q_full), get<0>(tQ), get<1>(tQ));
+        }
 #pragma unroll 1
         for (int n = walk.next(0);; n = walk.next(n + 1)) {
           if (n < n_tiles) {
@@ -563,7 +569,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             ++state;
           }
           if (!q_issued) {
-            if (it > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (it - 1) & 1);
+            cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (it - 1) & 1);
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQBytes);
             copy(kp.tma_q.with(ss.q_full), get<0>(tQ), get<1>(tQ));
             q_issued = true;
@@ -981,13 +987,16 @@ inline bool summary_pays(const AttentionParams& p) {
   return ctas >= 4 * sms;
 }
 
-// Whether the persistent grid (one CTA per SM striding over the work units, static round robin) is
-// expected to beat one CTA per unit. Not yet measured: off until the A/B (VLATTN_ATTN_PERSISTENT=0
-// vs 2) on the H200 says where it pays.
+// Whether the persistent grid (one CTA per SM striding over the work units, static round robin) beats
+// one CTA per unit. Measured on the H200 (2026-11-30, attention bench, PERSISTENT=2 vs 0 in one run,
+// bench/NOTES.md run 8): with uniform units (no mask, not causal: 034) it gained 1-7.5% wherever there
+// are more units than SMs (B8 Lq128: 26.5 -> 24.6 us, B64 Lq256: 384.7 -> 359.1; Lq 8192 x Lk 12544
+// even); with masks or the causal flag the units differ in length (skipped tiles, the diagonal), the
+// static assignment cannot balance them like the hardware's dispatch and it lost up to 7% (007 B1
+// S4096 349.9 -> 370.8, B32 S256 144.5 -> 154.5) as often as it gained.
 inline bool persistent_pays(const AttentionParams& p, long long units) {
-  (void)p;
-  (void)units;
-  return false;
+  const long long sms = p.sm_count > 0 ? p.sm_count : 132;
+  return p.mask == nullptr && !p.causal && units > sms;
 }
 
 inline SummaryLayout summary_layout(const AttentionParams& p) {
