@@ -12,7 +12,9 @@
 # and summary.txt stay as they are.
 # Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default
 #              tests/), TEST_TIMEOUT_S, SANITIZE_TESTS / SANITIZE_TOOLS / SANITIZE_TIMEOUT_S,
-#              BENCH_TIMEOUT_S.
+#              BENCH_TIMEOUT_S, SANITIZE_ENV (VAR=value pairs for the sanitized pytest only, e.g.
+#              VLATTN_ATTN_PERSISTENT=2), SANITIZE_FLAGS (extra compute-sanitizer flags, e.g.
+#              "--kernel-name kns=vlattn" to leave the tests' cuBLAS reference kernels out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_out}
@@ -85,8 +87,8 @@ run_sanitize() {
   local tests=${SANITIZE_TESTS:-"tests/test_gemm.py::test_each_config tests/test_attention.py::test_tails[17-129] tests/test_attention.py::test_tails[129-1] tests/test_qkv.py::test_mrope_tails_and_configs tests/test_qkv.py::test_cross_tails_no_bias_other_split"}
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     # shellcheck disable=SC2086
-    timeout "${SANITIZE_TIMEOUT_S:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      python3 -m pytest -q -x $tests > "$OUT/sanitize_$tool.log" 2>&1 || rc=$?
+    timeout "${SANITIZE_TIMEOUT_S:-240}" env ${SANITIZE_ENV:-} compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      ${SANITIZE_FLAGS:-} python3 -m pytest -q -x $tests > "$OUT/sanitize_$tool.log" 2>&1 || rc=$?
     log "compute-sanitizer $tool rc=$rc: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
   done
   [ $rc -eq 0 ] || status=1
