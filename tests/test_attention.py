@@ -467,6 +467,60 @@ def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: persistent and per-unit grids differ"
 
 
+_PACK_SCRIPT = r"""
+import sys, torch
+from vlattn.attention import attention
+torch.manual_seed(int(sys.argv[2]))
+outs = []
+def run(b, hq, hkv, sq, sk, mask=None, causal=False, skip=True):
+    q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    m = torch.randn(b, 1, sq, sk, dtype=torch.bfloat16, device="cuda") * 4 if mask else None
+    poison = torch.full((b, sq, hq * 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+    del poison
+    outs.append(attention(q, k, v, m, causal=causal, skip=skip).cpu())
+# G = 7 (P = 18, 126 rows), 4 (P = 32), 2 (P = 64), 3 (P = 42), 8 (P = 16): short and tail lengths,
+# masks (global path, no pre-pass: skip off or too few tiles), the causal flag, Sq != Sk.
+for sq in (1, 5, 18, 19, 128, 541):
+    run(2, 28, 4, sq, 300)
+run(1, 28, 4, 541, 541, mask=True, skip=False)
+run(2, 28, 4, 37, 200, causal=True)
+run(1, 32, 8, 541, 980)
+run(3, 32, 8, 373, 588, mask=True)
+run(2, 8, 4, 100, 129, causal=True)
+run(1, 6, 2, 250, 77, mask=True)
+run(2, 16, 2, 33, 513)
+torch.save(outs, sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_gqa_packing_matches_unpacked(tmp_path, rng_seed):
+    """VLATTN_ATTN_PACK=2 packs the G query heads of each KV head into one 128-row tile wherever it is
+    eligible (G >= 2, no mask pre-pass); =0 never. Packing only regroups rows (every row's arithmetic and
+    key order are unchanged), so the outputs must agree bitwise, on the per-unit and the persistent grid
+    (poisoned outputs: a row no tile stored stays NaN)."""
+    runs = {"0": {"VLATTN_ATTN_PACK": "0"}, "2": {"VLATTN_ATTN_PACK": "2"},
+            "2p": {"VLATTN_ATTN_PACK": "2", "VLATTN_ATTN_PERSISTENT": "2"}}
+    results = {name: outputs_in_subprocess(_PACK_SCRIPT, tmp_path / f"out_{name}.pt", env, rng_seed)
+               for name, env in runs.items()}
+    assert len(results["0"]) == 15
+    for name in ("2", "2p"):
+        for i, (a, b) in enumerate(zip(results["0"], results[name])):
+            assert torch.isfinite(b).all() and torch.equal(a, b), f"case {i}: PACK={name} differs from unpacked"
+
+
+@requires_sm90
+@pytest.mark.parametrize("seqlen_q,seqlen_k,causal", [(541, 300, False), (5, 300, True), (20, 129, False)])
+def test_gqa_packing_default_rule(seqlen_q, seqlen_k, causal, highest_fp32_matmul):
+    """Shapes the default rule packs (fewer units): 034-like Lq 541 with G = 4 (136 instead of 160 units
+    per batch), decode-like Sq = 5 with G = 7 (1 unit per KV head instead of 7), Sq = 20: checked
+    against the reference."""
+    check(2, 32 if seqlen_q == 541 else 28, 8 if seqlen_q == 541 else 4, seqlen_q, seqlen_k, causal=causal)
+    check(1, 28, 4, seqlen_q, seqlen_k, mask_kind="random", causal=causal)
+
+
 @requires_sm90
 def test_causal_flag_matches_causal_tensor(highest_fp32_matmul):
     """The causal flag and an explicit -inf / bf16-min causal tensor give the same answer (closely)."""

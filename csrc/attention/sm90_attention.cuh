@@ -161,6 +161,12 @@ static_assert(sizeof(SharedStorage<true>::mask[0]) == kMaskStageBytes && kMaskSt
               "mask stage size / alignment");
 
 constexpr uint32_t kQBytes = C::kBlockM * C::kHeadDim * sizeof(Element);
+// The packed Q load writes each 64-column half of the tile as 128-byte rows (row r at r * 64 elements
+// from the half's start, the second half 128 rows on): SmemLayoutQ must place them there.
+// (Before the 128B swizzle, which TMA applies the same way from the shared-memory address.)
+static_assert(SmemLayoutQ{}.layout_b()(0, 64) == C::kBlockM * 64 && SmemLayoutQ{}.layout_b()(9, 0) == 9 * 64 &&
+                  SmemLayoutQ{}.layout_b()(127, 63) == 127 * 64 + 63,
+              "Q tile halves / rows are not where the packed TMA boxes put them");
 constexpr uint32_t kKBytes = C::kBlockN * C::kHeadDim * sizeof(Element);
 constexpr uint32_t kVBytes = kKBytes;
 
@@ -169,6 +175,7 @@ constexpr uint32_t kEpilogueBarrierBase = 0;  // + consumer warpgroup index
 constexpr uint32_t kTurnBarrierBase = 2;      // + consumer warpgroup index: ping-pong GEMM turns
 
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kRowNone = std::numeric_limits<int>::max() / 2;  // a packed tile's rows that hold no head
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // ----------------------------------------------------------------------------------------------
@@ -229,9 +236,21 @@ struct KernelParams {
   // Mask staging (kernels with kMaskSmem): 16-byte aligned pointer and strides -> the aligned smem
   // layout and 16-byte cp.async; otherwise the shifted layout and 4-byte cp.async.
   bool mask_vec16;
+  // GQA packing (pack_rows > 0): a unit is (KV head, pack_rows query positions, batch) and its Q tile
+  // holds the G = group query heads of that KV head for those positions, tile row g * pack_rows + p
+  // (pack_rows = floor(128 / G); rows from G * pack_rows on are not loaded and never stored). Every
+  // K/V tile in shared memory then serves G heads. Launched without a mask summary and without mask
+  // staging (the launcher guarantees both).
+  int pack_rows;          // 0: one query head per tile, 128 positions
+  uint32_t q_tile_bytes;  // transaction bytes of one Q tile load
+  CUtensorMap tma_q_packed;  // q viewed as (d, s, g, Hkv, B), box (64, pack_rows, G, 1, 1), 128B swizzle
 };
 
-// Work units: (query head, 128-row q-block, batch). Linear unit u has the heads fastest, then the
+// Rows (query positions) per unit and the head count units are indexed by.
+CUTLASS_DEVICE int unit_rows(const KernelParams& kp) { return kp.pack_rows > 0 ? kp.pack_rows : AttnConfig::kBlockM; }
+CUTLASS_DEVICE int unit_heads(const KernelParams& kp) { return kp.pack_rows > 0 ? kp.heads_kv : kp.heads_q; }
+
+// Work units: (query head, 128-row q-block, batch), or (KV head, pack_rows-row block, batch) packed. Linear unit u has the heads fastest, then the
 // q-blocks last-first (causal: the longest units first), then the batches: the heads reading the same
 // K/V (G of them) and the same mask rows (all of them) run side by side and share those through L2.
 // A CTA runs units first, first + stride, ...: one unit per CTA with the 3-D grid (Hq, q-blocks, B),
@@ -249,7 +268,7 @@ CUTLASS_DEVICE WorkUnit work_unit(int u, int heads_q, int m_blocks) {
 CUTLASS_DEVICE int unit_key_tiles(const KernelParams& kp, int m_block) {
   int n_tiles = ceil_div(kp.seqlen_k, int(AttnConfig::kBlockN));
   if (kp.causal) {
-    const int last_row = min(kp.seqlen_q - 1, (m_block + 1) * AttnConfig::kBlockM - 1);
+    const int last_row = min(kp.seqlen_q - 1, (m_block + 1) * unit_rows(kp) - 1);
     n_tiles = min(n_tiles, last_row / AttnConfig::kBlockN + 1);
   }
   return n_tiles;
@@ -485,8 +504,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   SharedStorage<kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kMaskSmem>*>(smem_buf);
 
   const int warp_group = threadIdx.x / 128;
-  const int m_blocks = ceil_div(kp.seqlen_q, int(C::kBlockM));
-  const int units = kp.heads_q * m_blocks * kp.batch;
+  const int m_blocks = ceil_div(kp.seqlen_q, unit_rows(kp));
+  const int units = unit_heads(kp) * m_blocks * kp.batch;
   const int first_unit = int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
   const int unit_stride = int(gridDim.x * gridDim.y * gridDim.z);
 
@@ -538,8 +557,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       int it = 0;
 #pragma unroll 1
       for (int u = first_unit; u < units; u += unit_stride, ++it) {
-        const WorkUnit w = work_unit(u, kp.heads_q, m_blocks);
-        const int head_kv = w.head / kp.group;
+        const WorkUnit w = work_unit(u, unit_heads(kp), m_blocks);
+        const int head_kv = kp.pack_rows > 0 ? w.head : w.head / kp.group;
         const int n_tiles = unit_key_tiles(kp, w.m_block);
         Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), TileQ{}, make_coord(w.m_block, 0));  // (128, 128)
         Tensor gK = local_tile(mK(_, _, head_kv, w.batch), TileK{}, make_coord(_, 0));        // (128, 128, n)
@@ -555,10 +574,20 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         // (q_empty), so that K/V load overlaps the epilogue.
         const TileWalker walk(kp, w.batch, w.m_block, n_tiles);
         bool q_issued = it == 0;
-        if (q_issued) {
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQBytes);
-          copy(kp.tma_q.with(ss.q_full), get<0>(tQ), get<1>(tQ));
-        }
+        auto load_q = [&]() {
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kp.q_tile_bytes);
+          if (kp.pack_rows > 0) {
+            // Two boxes of (64 d, P positions, G heads): rows g * P + p of each 64-column half.
+            CUTE_UNROLL
+            for (int c = 0; c < 2; ++c)
+              SM90_TMA_LOAD_5D::copy(&kp.tma_q_packed, &ss.q_full, uint64_t(TMA::CacheHintSm90::EVICT_NORMAL),
+                                     ss.q + c * (C::kBlockM * 64), c * 64, w.m_block * kp.pack_rows, 0, w.head,
+                                     w.batch);
+          } else {
+            copy(kp.tma_q.with(ss.q_full), get<0>(tQ), get<1>(tQ));
+          }
+        };
+        if (q_issued) load_q();
 #pragma unroll 1
         for (int n = walk.next(0);; n = walk.next(n + 1)) {
           if (n < n_tiles) {
@@ -570,8 +599,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           }
           if (!q_issued) {
             cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (it - 1) & 1);
-            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQBytes);
-            copy(kp.tma_q.with(ss.q_full), get<0>(tQ), get<1>(tQ));
+            load_q();
             q_issued = true;
           }
           if (n >= n_tiles) break;
@@ -587,7 +615,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         PipeStateM st = cutlass::make_producer_start_state<PipelineM>();
 #pragma unroll 1
         for (int u = first_unit; u < units; u += unit_stride) {
-        const WorkUnit wu = work_unit(u, kp.heads_q, m_blocks);
+        const WorkUnit wu = work_unit(u, unit_heads(kp), m_blocks);
         const int n_tiles = unit_key_tiles(kp, wu.m_block);
         // The walker first: its live-row reads need registers that the copy loop's state would take.
         const TileWalker walk(kp, wu.batch, wu.m_block, n_tiles);
@@ -672,7 +700,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     int it = 0;
 #pragma unroll 1
     for (int u = first_unit; u < units; u += unit_stride, ++it) {
-    const WorkUnit wu = work_unit(u, kp.heads_q, m_blocks);
+    const WorkUnit wu = work_unit(u, unit_heads(kp), m_blocks);
     const int m_block = wu.m_block, batch = wu.batch, head = wu.head;
     // Everything that depends only on the thread or on shared-memory addresses (wgmma descriptors:
     // 2 x 8 + 2 x 16 64-bit values, key columns, mask staging addresses, the epilogue's addresses) is
@@ -708,9 +736,22 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
 
     const int n_tiles = unit_key_tiles(kp, m_block);
-    int row[2];  // global query row of this thread's two rows
+    // First query position of the unit; the masked-path choice below and the causal bound use it.
+    const int first_row = kMaskSmem ? m_block * C::kBlockM : m_block * unit_rows(kp);
+    int row[2];  // query position of this thread's two rows
     CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) row[r] = m_block * C::kBlockM + local_row[r];
+    for (int r = 0; r < 2; ++r) row[r] = first_row + local_row[r];
+    if constexpr (!kMaskSmem) {  // packed units never stage mask tiles
+      if (kp.pack_rows > 0) {
+        // Tile row g * P + p: position first_row + p of query head hkv * G + g. Rows from G * P on hold
+        // no head: a position past every bound (no mask row, nothing causal-masked, never stored).
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int g = local_row[r] / kp.pack_rows;
+          row[r] = g < kp.group ? first_row + local_row[r] - g * kp.pack_rows : kRowNone;
+        }
+      }
+    }
     const uint16_t* mask_row[2] = {nullptr, nullptr};
     if (kp.mask != nullptr) {
       CUTE_UNROLL
@@ -738,7 +779,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
     // Tiles that need the per-element mask path: every tile with a mask tensor; the Sk tail tile; the
     // causal tiles that reach past the block's first row.
-    const int first_row = m_block * C::kBlockM;
 
     float m[2] = {kNegInf, kNegInf};
     float l[2] = {0.f, 0.f};
@@ -932,11 +972,18 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     CUTE_UNROLL
     for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
       const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
-      const int q_row = m_block * C::kBlockM + r_local;
+      int q_row = first_row + r_local, head_out = head;
+      if constexpr (!kMaskSmem) {
+        if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
+          const int g = r_local / kp.pack_rows;
+          q_row = g < kp.group ? first_row + r_local - g * kp.pack_rows : kp.seqlen_q;
+          head_out = head * kp.group + g;
+        }
+      }
       if (q_row < kp.seqlen_q) {
         const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
-        Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head) * C::kHeadDim +
-                       chunk * kChunk;
+        Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride +
+                       int64_t(head_out) * C::kHeadDim + chunk * kChunk;
         *reinterpret_cast<uint4*>(dst) = val;
       }
     }
@@ -1047,6 +1094,23 @@ inline AttentionStatus launch_kernel(const KernelParams& kp, dim3 grid, const At
              : AttentionStatus::kLaunchFailed;
 }
 
+// q [B, Hq, Sq, 128] viewed as (d, s, g, Hkv, B) with query head hkv * G + g: one box of (64, P, G, 1, 1)
+// is half of a packed Q tile (rows g * P + p, 128-byte rows, 128B swizzle like SmemLayoutQ).
+inline bool make_tma_q_packed(CUtensorMap* map, const AttentionParams& p, int pack_rows) {
+  const int group = p.heads_q / p.heads_kv;
+  const cuuint64_t row = C::kHeadDim * sizeof(Element);  // 256 bytes
+  cuuint64_t dims[5] = {cuuint64_t(C::kHeadDim), cuuint64_t(p.seqlen_q), cuuint64_t(group), cuuint64_t(p.heads_kv),
+                        cuuint64_t(p.batch)};
+  cuuint64_t strides[4] = {row, row * p.seqlen_q, row * p.seqlen_q * group, row * p.seqlen_q * p.heads_q};
+  cuuint32_t box[5] = {64, cuuint32_t(pack_rows), cuuint32_t(group), 1, 1};
+  cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
+      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, const_cast<void*>(p.q), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
 inline AttentionStatus launch(const AttentionParams& p) {
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.o == nullptr) return AttentionStatus::kInvalidArgument;
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
@@ -1082,6 +1146,9 @@ inline AttentionStatus launch(const AttentionParams& p) {
       0,
       p.mask_batch_stride == 0,
       false,
+      0,
+      kQBytes,
+      CUtensorMap{},
   };
 
   const SummaryLayout sl = summary_layout(p);
@@ -1126,8 +1193,28 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // (shifted layout; diagnosis and tests). Every choice gives the same bits.
   static const int mask_smem = env_int("VLATTN_ATTN_MASK_SMEM", 1);
   kp.mask_vec16 = mask_vec16(p);
-  const bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
-  const long long units = (long long)p.heads_q * m_blocks * p.batch;
+  bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
+
+  // GQA packing (VLATTN_ATTN_PACK, read once): 0 = never, 2 = whenever eligible, 1 (default) = when it
+  // makes strictly fewer units than one query head per tile (e.g. G = 4, Sq 541: 17 packed units of
+  // 32 positions per KV head instead of 5 q-blocks x 4 heads = 20). Eligible: G >= 2 query heads per KV
+  // head and no mask-summary pre-pass (its blocks are 128 rows); packed units read the mask from global
+  // memory (no staging). Every choice gives the same bits: a row's arithmetic and key order are the same.
+  static const int pack = env_int("VLATTN_ATTN_PACK", 1);
+  const int group = p.heads_q / p.heads_kv;
+  const int pack_rows = C::kBlockM / group;
+  const int pack_blocks = group >= 2 ? ceil_div(p.seqlen_q, pack_rows) : 0;
+  const long long units_unpacked = (long long)p.heads_q * m_blocks * p.batch;
+  const long long units_packed = (long long)p.heads_kv * pack_blocks * p.batch;
+  const bool packed = group >= 2 && pack_rows >= 1 && sl.total() == 0 && pack_blocks <= 65535 &&
+                      (pack >= 2 || (pack == 1 && units_packed < units_unpacked));
+  if (packed) {
+    kp.pack_rows = pack_rows;
+    kp.q_tile_bytes = uint32_t(2 * 64 * pack_rows * group * sizeof(Element));
+    if (!make_tma_q_packed(&kp.tma_q_packed, p, pack_rows)) return AttentionStatus::kInitFailed;
+    stage_mask = false;
+  }
+  const long long units = packed ? units_packed : units_unpacked;
   if (units > std::numeric_limits<int>::max()) return AttentionStatus::kInvalidArgument;
   // VLATTN_ATTN_PERSISTENT (read once): 0 = one CTA per work unit (3-D grid, the hardware schedules),
   // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().
@@ -1136,6 +1223,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   const int sms = p.sm_count > 0 ? p.sm_count : 132;
   const bool use_persistent = !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units)));
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
+                    : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
                                    : dim3(p.heads_q, m_blocks, p.batch);
   if (simple_loop)
     return stage_mask ? launch_kernel<false, true>(kp, grid, p) : launch_kernel<false, false>(kp, grid, p);
