@@ -1195,12 +1195,16 @@ inline AttentionStatus launch(const AttentionParams& p) {
   kp.mask_vec16 = mask_vec16(p);
   bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
 
-  // GQA packing (VLATTN_ATTN_PACK, read once): 0 = never, 2 = whenever eligible, 1 (default) = when it
-  // makes strictly fewer units than one query head per tile (e.g. G = 4, Sq 541: 17 packed units of
-  // 32 positions per KV head instead of 5 q-blocks x 4 heads = 20). Eligible: G >= 2 query heads per KV
+  // GQA packing (VLATTN_ATTN_PACK, read once): 0 (default) = never, 1 = when it makes strictly fewer
+  // units than one query head per tile (e.g. G = 4, Sq 541: 17 packed units of 32 positions per KV head
+  // instead of 5 q-blocks x 4 heads = 20), 2 = whenever eligible. Eligible: G >= 2 query heads per KV
   // head and no mask-summary pre-pass (its blocks are 128 rows); packed units read the mask from global
   // memory (no staging). Every choice gives the same bits: a row's arithmetic and key order are the same.
-  static const int pack = env_int("VLATTN_ATTN_PACK", 1);
+  // Off by default: on the H200 (2026-11-30, bench/NOTES.md run 11) packing was slower on 7 of 8 shapes
+  // probed (034 B4 Lq541: 93.5 -> 98.0 us; Sq 1 x Sk 4096, G 7: 53.2 -> 61.2) and faster only where
+  // the unpacked grid exceeded a wave (B8 Sq 1 x Sk 1024, G 7: 34.9 -> 23.9). Part of the loss is the
+  // host: each packed call encodes a fourth tensor map, and every encode looks up the driver entry point.
+  static const int pack = env_int("VLATTN_ATTN_PACK", 0);
   const int group = p.heads_q / p.heads_kv;
   const int pack_rows = C::kBlockM / group;
   const int pack_blocks = group >= 2 ? ceil_div(p.seqlen_q, pack_rows) : 0;
