@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cuda_runtime_api.h>
+// cudaStream_t exactly as the CUDA runtime declares it (driver_types.h), so that plain host code and
+// tests/cpp can include this header without the CUDA toolkit's headers.
+typedef struct CUstream_st* cudaStream_t;
 
 namespace vlattn {
 

@@ -45,6 +45,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "attention/attention_params.h"
+#include "attention/attention_rules.h"
 #include "attention/mask_summary.cuh"
 
 namespace vlattn {
@@ -1010,46 +1011,15 @@ struct SummaryLayout {
   size_t total() const { return live_bytes + kinds_bytes; }
 };
 
-// Whether the pre-pass (one kernel) can pay for itself. With one key tile per q-block
-// nothing is ever skipped (a DEAD tile would leave rows without a live key); with two, only a big
-// grid gains more than the two launches cost. Measured on the H200 (2026-11-30, bench attention
-// mode): skip on/off 007[B=8,S=128] 53 / 24 us, [B=4,S=256] 61 / 40, [B=32,S=256] 204 / 251,
-// [B=1,S=613] 58 / 113. Results are bitwise identical either way.
-//
-// With MIXED tiles staged in shared memory (aligned masks) a masked tile costs little more than a ZERO
-// one, and in a single wave the CTA with the most live tiles (the last q-block of a causal mask) sets
-// the time whatever the others skip: there the pre-pass only adds its launch (H200 2026-11-30,
-// 007[B=1,S=512], 112 CTAs: skip 32.8 us, no pre-pass 21.2). With the element-wise global path it
-// paid even then (31.3 vs 39.4).
-inline bool mask_vec16(const AttentionParams& p) {
-  return reinterpret_cast<uintptr_t>(p.mask) % 16 == 0 && p.mask_batch_stride % 8 == 0 && p.mask_row_stride % 8 == 0;
-}
-
-inline bool summary_pays(const AttentionParams& p) {
-  const int n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
-  if (n_blocks < 2) return false;
-  const long long ctas = (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, int(C::kBlockM));
-  const long long sms = p.sm_count > 0 ? p.sm_count : 132;
-  if (n_blocks >= 3) return ctas > sms || !mask_vec16(p);
-  return ctas >= 4 * sms;
-}
-
-// Whether the persistent grid (one CTA per SM striding over the work units, static round robin) beats
-// one CTA per unit. Measured on the H200 (2026-11-30, attention bench, PERSISTENT=2 vs 0 in one run,
-// bench/NOTES.md run 8): with uniform units (no mask, not causal: 034) it gained 1-7.5% wherever there
-// are more units than SMs (B8 Lq128: 26.5 -> 24.6 us, B64 Lq256: 384.7 -> 359.1; Lq 8192 x Lk 12544
-// even); with masks or the causal flag the units differ in length (skipped tiles, the diagonal), the
-// static assignment cannot balance them like the hardware's dispatch and it lost up to 7% (007 B1
-// S4096 349.9 -> 370.8, B32 S256 144.5 -> 154.5) as often as it gained.
-inline bool persistent_pays(const AttentionParams& p, long long units) {
-  const long long sms = p.sm_count > 0 ? p.sm_count : 132;
-  return p.mask == nullptr && !p.causal && units > sms;
-}
+using attn_rules::mask_vec16;
+using attn_rules::persistent_pays;
+using attn_rules::summary_pays;
+static_assert(attn_rules::kBlockM == C::kBlockM && attn_rules::kBlockN == C::kBlockN,
+              "attention_rules.h and the kernel disagree on the tile shape");
 
 inline SummaryLayout summary_layout(const AttentionParams& p) {
   SummaryLayout s;
-  if (p.mask == nullptr || !p.skip || p.seqlen_q < 1 || p.seqlen_k < 1 || p.batch < 1) return s;
-  if (!summary_pays(p)) return s;
+  if (!attn_rules::summary_runs(p)) return s;
   s.mask_batches = p.mask_batch_stride == 0 ? 1 : p.batch;
   s.m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
   s.n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
@@ -1195,30 +1165,22 @@ inline AttentionStatus launch(const AttentionParams& p) {
   kp.mask_vec16 = mask_vec16(p);
   bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
 
-  // GQA packing (VLATTN_ATTN_PACK, read once): 0 (default) = never, 1 = when it makes strictly fewer
-  // units than one query head per tile (e.g. G = 4, Sq 541: 17 packed units of 32 positions per KV head
-  // instead of 5 q-blocks x 4 heads = 20), 2 = whenever eligible. Eligible: G >= 2 query heads per KV
-  // head and no mask-summary pre-pass (its blocks are 128 rows); packed units read the mask from global
-  // memory (no staging). Every choice gives the same bits: a row's arithmetic and key order are the same.
-  // Off by default: on the H200 (2026-11-30, bench/NOTES.md run 11) packing was slower on 7 of 8 shapes
-  // probed (034 B4 Lq541: 93.5 -> 98.0 us; Sq 1 x Sk 4096, G 7: 53.2 -> 61.2) and faster only where
-  // the unpacked grid exceeded a wave (B8 Sq 1 x Sk 1024, G 7: 34.9 -> 23.9). Part of the loss is the
-  // host: each packed call encodes a fourth tensor map, and every encode looks up the driver entry point.
+  // GQA packing (VLATTN_ATTN_PACK, read once; attn_rules::pack_plan): 0 (default) never, 1 when it
+  // makes fewer units, 2 whenever eligible. Every choice gives the same bits: a row's arithmetic and
+  // key order are the same. Part of its measured loss is the host: a packed call encodes a fourth
+  // tensor map, and every encode looks up the driver entry point (bench/NOTES.md run 11).
   static const int pack = env_int("VLATTN_ATTN_PACK", 0);
-  const int group = p.heads_q / p.heads_kv;
-  const int pack_rows = C::kBlockM / group;
-  const int pack_blocks = group >= 2 ? ceil_div(p.seqlen_q, pack_rows) : 0;
-  const long long units_unpacked = (long long)p.heads_q * m_blocks * p.batch;
-  const long long units_packed = (long long)p.heads_kv * pack_blocks * p.batch;
-  const bool packed = group >= 2 && pack_rows >= 1 && sl.total() == 0 && pack_blocks <= 65535 &&
-                      (pack >= 2 || (pack == 1 && units_packed < units_unpacked));
+  const attn_rules::PackPlan plan = attn_rules::pack_plan(p, pack, sl.total() > 0);
+  const bool packed = plan.packed;
+  const int pack_blocks = plan.blocks;
   if (packed) {
-    kp.pack_rows = pack_rows;
-    kp.q_tile_bytes = uint32_t(2 * 64 * pack_rows * group * sizeof(Element));
-    if (!make_tma_q_packed(&kp.tma_q_packed, p, pack_rows)) return AttentionStatus::kInitFailed;
+    const int group = p.heads_q / p.heads_kv;
+    kp.pack_rows = plan.rows;
+    kp.q_tile_bytes = uint32_t(2 * 64 * plan.rows * group * sizeof(Element));
+    if (!make_tma_q_packed(&kp.tma_q_packed, p, plan.rows)) return AttentionStatus::kInitFailed;
     stage_mask = false;
   }
-  const long long units = packed ? units_packed : units_unpacked;
+  const long long units = plan.units;
   if (units > std::numeric_limits<int>::max()) return AttentionStatus::kInvalidArgument;
   // VLATTN_ATTN_PERSISTENT (read once): 0 = one CTA per work unit (3-D grid, the hardware schedules),
   // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().

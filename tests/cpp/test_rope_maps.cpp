@@ -1,11 +1,12 @@
-// Host unit tests for csrc/kernels/rope.h (RoPE channel maps) and csrc/kernels/gemm_config.h
-// (config legality). Driven by tests/test_cpp.py: `--list` prints case names, `NAME` runs one.
+// Host unit tests for csrc/kernels/rope.h (RoPE channel maps), csrc/kernels/gemm_config.h (config
+// legality) and csrc/attention/attention_rules.h (the attention launch rules on the workload shapes). Driven by tests/test_cpp.py: `--list` prints case names, `NAME` runs one.
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "attention/attention_rules.h"
 #include "kernels/gemm_config.h"
 #include "kernels/rope.h"
 
@@ -91,12 +92,84 @@ bool gemm_configs_legal(std::string& err) {
   return true;
 }
 
+// An attention launch as the layers make it: q/k/v from the QKV kernel, the benchmark's masks.
+AttentionParams attn(int b, int hq, int hkv, int sq, int sk, bool mask, bool causal = false) {
+  static const uint16_t kMaskStorage[8] alignas(16) = {};
+  AttentionParams p;
+  p.batch = b, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = sq, p.seqlen_k = sk;
+  p.mask = mask ? kMaskStorage : nullptr;  // 16-byte aligned
+  p.mask_row_stride = sk;
+  p.mask_batch_stride = int64_t(sq) * sk;
+  p.causal = causal;
+  p.sm_count = 132;
+  return p;
+}
+
+// The pre-pass runs where bench/NOTES.md measured it paying: 007 shapes with >= 3 key tiles beyond a
+// wave, unaligned masks (S 541/613) with >= 3 tiles, two tiles only from 4 waves on.
+bool attention_summary_rule(std::string& err) {
+  using attn_rules::summary_runs;
+  EXPECT(!summary_runs(attn(1, 28, 4, 128, 128, true)));    // one key tile: nothing to skip
+  EXPECT(!summary_runs(attn(4, 28, 4, 256, 256, true)));    // 2 tiles, 224 CTAs < 4 waves
+  EXPECT(summary_runs(attn(32, 28, 4, 256, 256, true)));    // 2 tiles, 1792 CTAs
+  EXPECT(!summary_runs(attn(1, 28, 4, 512, 512, true)));    // aligned, 112 CTAs: one wave
+  EXPECT(summary_runs(attn(1, 28, 4, 613, 613, true)));     // odd row stride: not 16-byte staged
+  EXPECT(summary_runs(attn(1, 28, 4, 4096, 4096, true)));   // 896 CTAs
+  EXPECT(!summary_runs(attn(1, 32, 8, 8192, 12544, false)));  // no mask
+  AttentionParams noskip = attn(1, 28, 4, 4096, 4096, true);
+  noskip.skip = false;
+  EXPECT(!summary_runs(noskip));
+  return true;
+}
+
+// Persistent grid only for uniform units beyond one wave (bench/NOTES.md run 8).
+bool attention_persistent_rule(std::string& err) {
+  using attn_rules::pack_plan;
+  using attn_rules::persistent_pays;
+  auto units = [](const AttentionParams& p) { return pack_plan(p, 0, false).units; };
+  const AttentionParams b8 = attn(8, 32, 8, 128, 196, false);  // 256 units
+  EXPECT(units(b8) == 256 && persistent_pays(b8, units(b8)));
+  const AttentionParams big = attn(1, 32, 8, 8192, 12544, false);  // 2048 units
+  EXPECT(persistent_pays(big, units(big)));
+  const AttentionParams b2 = attn(2, 32, 8, 256, 392, false);  // 128 units: one wave
+  EXPECT(units(b2) == 128 && !persistent_pays(b2, units(b2)));
+  const AttentionParams masked = attn(32, 28, 4, 541, 541, true);  // 4480 units, masked
+  EXPECT(!persistent_pays(masked, units(masked)));
+  const AttentionParams causal = attn(4, 32, 8, 4096, 4096, false, true);
+  EXPECT(!persistent_pays(causal, units(causal)));
+  return true;
+}
+
+// GQA packing: off by default; mode 1 packs only with strictly fewer units; never with a pre-pass
+// or one query head per KV head.
+bool attention_pack_rule(std::string& err) {
+  using attn_rules::pack_plan;
+  const AttentionParams p541 = attn(4, 32, 8, 541, 980, false);  // G 4: 640 units, packed 544
+  EXPECT(!pack_plan(p541, 0, false).packed && pack_plan(p541, 0, false).units == 640);
+  const attn_rules::PackPlan on = pack_plan(p541, 1, false);
+  EXPECT(on.packed && on.rows == 32 && on.blocks == 17 && on.units == 544);
+  const AttentionParams p128 = attn(1, 28, 4, 128, 128, false);  // G 7: 28 units, packed 4 x 8 = 32
+  EXPECT(!pack_plan(p128, 1, false).packed);
+  const attn_rules::PackPlan forced = pack_plan(p128, 2, false);
+  EXPECT(forced.packed && forced.rows == 18 && forced.blocks == 8 && forced.units == 32);
+  const AttentionParams decode = attn(8, 28, 4, 1, 1024, false);  // 224 units, packed 32
+  EXPECT(pack_plan(decode, 1, false).packed && pack_plan(decode, 1, false).units == 32);
+  EXPECT(!pack_plan(p541, 2, true).packed);                        // the pre-pass runs: 128-row blocks
+  EXPECT(!pack_plan(attn(2, 8, 8, 300, 300, false), 2, false).packed);  // G 1
+  const attn_rules::PackPlan g3 = pack_plan(attn(1, 6, 2, 250, 77, false), 2, false);  // G 3: 42 rows
+  EXPECT(g3.packed && g3.rows == 42 && g3.blocks == 6 && g3.units == 12);
+  return true;
+}
+
 const Case kCases[] = {
     {"mrope_seed_split", mrope_seed_split},
     {"mrope_hf_split_pairs_share_plane", mrope_hf_split_pairs_share_plane},
     {"rotate_half_full_head", rotate_half_full_head},
     {"thw_segments_seed_pairs", thw_segments_seed_pairs},
     {"gemm_configs_legal", gemm_configs_legal},
+    {"attention_summary_rule", attention_summary_rule},
+    {"attention_persistent_rule", attention_persistent_rule},
+    {"attention_pack_rule", attention_pack_rule},
 };
 
 }  // namespace

@@ -1,0 +1,96 @@
+// Launch decisions of the sm_90a attention kernel, as plain host functions (no CUDA/CuTe headers) so
+// that tests/cpp can check them: the mask pre-pass, the persistent grid and GQA packing. Each rule
+// carries the H200 measurement it came from; sm90_attention.cuh applies them.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "attention/attention_params.h"
+
+namespace vlattn {
+namespace attn_rules {
+
+constexpr int kBlockM = 128;  // query rows per tile (sm90_attention.cuh static_asserts AttnConfig agrees)
+constexpr int kBlockN = 128;  // keys per tile
+
+constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+inline long long sm_count_or_h200(const AttentionParams& p) { return p.sm_count > 0 ? p.sm_count : 132; }
+
+// 16-byte aligned mask pointer and strides that are multiples of 8 elements: MIXED mask tiles can be
+// staged in shared memory with 16-byte copies (the aligned layout).
+inline bool mask_vec16(const AttentionParams& p) {
+  return reinterpret_cast<uintptr_t>(p.mask) % 16 == 0 && p.mask_batch_stride % 8 == 0 && p.mask_row_stride % 8 == 0;
+}
+
+// Whether the mask pre-pass (one kernel) can pay for itself. With one key tile per q-block nothing is
+// ever skipped (a DEAD tile would leave rows without a live key); with two, only a big grid gains more
+// than the two launches cost. Measured on the H200 (2026-11-30, bench attention mode): skip on/off
+// 007[B=8,S=128] 53 / 24 us, [B=4,S=256] 61 / 40, [B=32,S=256] 204 / 251, [B=1,S=613] 58 / 113.
+// Results are bitwise identical either way.
+//
+// With MIXED tiles staged in shared memory (aligned masks) a masked tile costs little more than a ZERO
+// one, and in a single wave the CTA with the most live tiles (the last q-block of a causal mask) sets
+// the time whatever the others skip: there the pre-pass only adds its launch (H200 2026-11-30,
+// 007[B=1,S=512], 112 CTAs: skip 32.8 us, no pre-pass 21.2). With the element-wise global path it
+// paid even then (31.3 vs 39.4).
+inline bool summary_pays(const AttentionParams& p) {
+  const int n_blocks = ceil_div(p.seqlen_k, kBlockN);
+  if (n_blocks < 2) return false;
+  const long long ctas = (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
+  const long long sms = sm_count_or_h200(p);
+  if (n_blocks >= 3) return ctas > sms || !mask_vec16(p);
+  return ctas >= 4 * sms;
+}
+
+// Whether the pre-pass runs for p: a mask, skipping on, and it pays.
+inline bool summary_runs(const AttentionParams& p) {
+  if (p.mask == nullptr || !p.skip || p.seqlen_q < 1 || p.seqlen_k < 1 || p.batch < 1) return false;
+  return summary_pays(p);
+}
+
+// Whether the persistent grid (one CTA per SM striding over the work units, static round robin) beats
+// one CTA per unit. Measured on the H200 (2026-11-30, attention bench, PERSISTENT=2 vs 0 in one run,
+// bench/NOTES.md run 8): with uniform units (no mask, not causal: 034) it gained 1-7.5% wherever there
+// are more units than SMs (B8 Lq128: 26.5 -> 24.6 us, B64 Lq256: 384.7 -> 359.1; Lq 8192 x Lk 12544
+// even); with masks or the causal flag the units differ in length (skipped tiles, the diagonal), the
+// static assignment cannot balance them like the hardware's dispatch and it lost up to 7% (007 B1
+// S4096 349.9 -> 370.8, B32 S256 144.5 -> 154.5) as often as it gained.
+inline bool persistent_pays(const AttentionParams& p, long long units) {
+  return p.mask == nullptr && !p.causal && units > sm_count_or_h200(p);
+}
+
+// GQA packing: a unit is (KV head, rows = floor(128 / G) positions, batch) instead of (query head,
+// 128 positions, batch). mode (VLATTN_ATTN_PACK): 0 = never (default), 1 = when it makes strictly fewer
+// units, 2 = whenever eligible. Eligible: G >= 2 and no mask pre-pass (its blocks are 128 rows), and the
+// block count fits the grid's y dimension. Off by default: slower on 7 of 8 shapes probed on the H200
+// (2026-11-30, bench/NOTES.md run 11), faster only where the unpacked grid exceeded a wave.
+struct PackPlan {
+  bool packed = false;
+  int rows = kBlockM;          // query positions per unit
+  int blocks = 0;              // position blocks per (batch, head)
+  long long units = 0;         // work units of the launch, packed or not
+};
+
+inline PackPlan pack_plan(const AttentionParams& p, int mode, bool summary) {
+  PackPlan plan;
+  plan.blocks = ceil_div(p.seqlen_q, kBlockM);
+  plan.units = (long long)p.heads_q * plan.blocks * p.batch;
+  if (p.heads_kv < 1 || p.heads_q % p.heads_kv != 0) return plan;
+  const int group = p.heads_q / p.heads_kv;
+  if (mode <= 0 || group < 2 || summary) return plan;
+  const int rows = kBlockM / group;
+  if (rows < 1) return plan;
+  const int blocks = ceil_div(p.seqlen_q, rows);
+  const long long units = (long long)p.heads_kv * blocks * p.batch;
+  if (blocks > 65535 || (mode == 1 && units >= plan.units)) return plan;
+  plan.packed = true;
+  plan.rows = rows;
+  plan.blocks = blocks;
+  plan.units = units;
+  return plan;
+}
+
+}  // namespace attn_rules
+}  // namespace vlattn
