@@ -10,8 +10,8 @@
 #   all runs the PROBE_CMDS too when set (after the bench).
 # Logs end up in $OUT/logs.tar.gz (the device tool returns at most 8 files); JSON, junit.xml, plots
 # and summary.txt stay as they are.
-# Environment: OUT, MAX_JOBS (default 16), BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default
-#              tests/), TEST_TIMEOUT_S, SANITIZE_TESTS / SANITIZE_TOOLS / SANITIZE_TIMEOUT_S,
+# Environment: OUT, CALL_BUDGET_S (default 560: caps every stage's timeout), MAX_JOBS (default 16),
+#              BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default tests/), TEST_TIMEOUT_S, SANITIZE_TESTS / SANITIZE_TOOLS / SANITIZE_TIMEOUT_S,
 #              BENCH_TIMEOUT_S, SANITIZE_ENV (VAR=value pairs for the sanitized pytest only, e.g.
 #              VLATTN_ATTN_PERSISTENT=2), SANITIZE_FLAGS (extra compute-sanitizer flags). Do not
 #              filter racecheck with --kernel-name: on the H200 (CUDA 13.0) the uninstrumented
@@ -26,6 +26,16 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 status=0
 
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+
+# Every stage's timeout is capped by what is left of CALL_BUDGET_S (default 560 s: the device tool
+# cuts a call off at 600 s or at the session's remaining device time, and a cut-off call returns no
+# logs, since they are packed at the end). cap N prints min(N, seconds left - 20), at least 1.
+CALL_BUDGET_S=${CALL_BUDGET_S:-560}
+cap() {
+  local left=$((CALL_BUDGET_S - SECONDS - 20))
+  [ "$left" -lt 1 ] && left=1
+  [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
+}
 
 setup_env() {
   if ls .whl/*.whl >/dev/null 2>&1; then
@@ -52,7 +62,7 @@ build() {
 run_tests() {
   log "pytest"
   # shellcheck disable=SC2086
-  timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q -rs ${TEST_PATHS:-tests/} --junitxml="$OUT/junit.xml" "$@" \
+  timeout "$(cap "${TEST_TIMEOUT_S:-300}")" python3 -m pytest -q -rs ${TEST_PATHS:-tests/} --junitxml="$OUT/junit.xml" "$@" \
     > "$OUT/pytest.log" 2>&1
   local rc=$?
   tail -25 "$OUT/pytest.log"
@@ -63,7 +73,7 @@ run_tests() {
 run_bench() {
   log "bench"
   # shellcheck disable=SC2086
-  timeout "${BENCH_TIMEOUT_S:-300}" python3 -m vlattn.bench --mode all --json "$OUT/bench.json" \
+  timeout "$(cap "${BENCH_TIMEOUT_S:-300}")" python3 -m vlattn.bench --mode all --json "$OUT/bench.json" \
     --plot "$OUT/bench.png" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   local rc=$?
   tail -60 "$OUT/bench.log"
@@ -73,7 +83,7 @@ run_bench() {
 
 run_tune() {
   log "tune"
-  timeout "${TUNE_TIMEOUT_S:-300}" python3 -m vlattn.tune --out "$OUT/gemm_tuned_h200.json" > "$OUT/tune.log" 2>&1
+  timeout "$(cap "${TUNE_TIMEOUT_S:-300}")" python3 -m vlattn.tune --out "$OUT/gemm_tuned_h200.json" > "$OUT/tune.log" 2>&1
   local rc=$?
   tail -5 "$OUT/tune.log"
   log "tune rc=$rc (copy \$OUT/gemm_tuned_h200.json to python/vlattn/data/ to commit it)"
@@ -89,7 +99,7 @@ run_sanitize() {
   local tests=${SANITIZE_TESTS:-"tests/test_gemm.py::test_each_config tests/test_attention.py::test_tails[17-129] tests/test_attention.py::test_tails[129-1] tests/test_qkv.py::test_mrope_tails_and_configs tests/test_qkv.py::test_cross_tails_no_bias_other_split"}
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     # shellcheck disable=SC2086
-    timeout "${SANITIZE_TIMEOUT_S:-240}" env ${SANITIZE_ENV:-} compute-sanitizer --tool "$tool" --error-exitcode 99 \
+    timeout "$(cap "${SANITIZE_TIMEOUT_S:-240}")" env ${SANITIZE_ENV:-} compute-sanitizer --tool "$tool" --error-exitcode 99 \
       ${SANITIZE_FLAGS:-} python3 -m pytest -q -x $tests > "$OUT/sanitize_$tool.log" 2>&1 || rc=$?
     log "compute-sanitizer $tool rc=$rc: $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
   done
@@ -103,7 +113,7 @@ run_probe() {
   for cmd in "${cmds[@]}"; do
     i=$((i + 1))
     log "probe $i: $cmd"
-    timeout "${PROBE_TIMEOUT_S:-300}" bash -c "$cmd" > "$OUT/probe_$i.log" 2>&1
+    timeout "$(cap "${PROBE_TIMEOUT_S:-300}")" bash -c "$cmd" > "$OUT/probe_$i.log" 2>&1
     local rc=$?
     tail -50 "$OUT/probe_$i.log"
     log "probe $i rc=$rc"
