@@ -11,8 +11,8 @@
 # Logs end up in $OUT/logs.tar.gz (the device tool returns at most 8 files); JSON, junit.xml, plots
 # and summary.txt stay as they are.
 # Environment: OUT, CALL_BUDGET_S (default 560: caps every stage's timeout), MAX_JOBS (default 16),
-#              BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default tests/), TEST_TIMEOUT_S, SANITIZE_TESTS / SANITIZE_TOOLS / SANITIZE_TIMEOUT_S,
-#              BENCH_TIMEOUT_S, SANITIZE_ENV (VAR=value pairs for the sanitized pytest only, e.g.
+#              BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default tests/), TEST_TIMEOUT_S,
+#              SANITIZE_TESTS / SANITIZE_TOOLS / SANITIZE_TIMEOUT_S, BENCH_TIMEOUT_S, SANITIZE_ENV (VAR=value pairs for the sanitized pytest only, e.g.
 #              VLATTN_ATTN_PERSISTENT=2), SANITIZE_FLAGS (extra compute-sanitizer flags). Do not
 #              filter racecheck with --kernel-name: on the H200 (CUDA 13.0) the uninstrumented
 #              reference kernels then die with "Internal Sanitizer Error ... hardware exception"
