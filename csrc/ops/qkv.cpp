@@ -119,25 +119,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     for (const auto& named : kNamed) names += std::string(", '") + named.first + "'";
     TORCH_CHECK(false, op, ": config must be one of ", names, "; got '", std::string(config), "'");
   }
-  const int64_t tiles128 = heads * ((m + 127) / 128);
-  // Few tiles: split K so that (nearly) every SM streams weights; each split keeps >= 14 k tiles.
-  // Two splits run on the 6-stage ring (H200, 2026-11-30, probe_qkv: 034 B2 128/196 72.1 us vs 76.2).
-  if (2 * tiles128 <= sm_count) {
-    const int64_t splits = std::min<int64_t>(4, sm_count / tiles128);
-    return splits >= 4 ? QkvConfig::kSplitK4 : splits == 3 ? QkvConfig::kSplitK3 : QkvConfig::kSplitK2D;
-  }
-  // Half a wave to one wave of 128-row tiles: 256-row tiles split three ways when they fit in one
-  // wave (007 M=256: 40.0 us vs 48.2 for m64), else 128-row tiles split two ways on the deep ring
-  // (034 M=512 + 784: 112.5 / 106.5 us vs 139.1 / 137.4 for m64). bench/NOTES.md, run 7.
-  if (tiles128 < sm_count) {
-    const int64_t tiles256 = heads * ((m + 255) / 256);
-    return 3 * tiles256 <= sm_count ? QkvConfig::kM256K3 : QkvConfig::kSplitK2D;
-  }
-  // One to two waves of 128-row tiles: 128 x 256 head-pair tiles with both warpgroups on one tile
-  // fit in a single wave (H200, 2026-11-30: 007 M=512 66 us vs 72 for m128; 034 M=1024|1568 173 vs
-  // 189). Beyond, the ping-pong kernel was faster (M=4096: 270 vs 314; M=16384: 1031 vs 1113).
-  if (even_groups && tiles128 <= 2LL * sm_count) return QkvConfig::kC256;
-  return QkvConfig::kM128;
+  return qkv_auto_config(m, heads, sm_count, even_groups);
 }
 
 void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config) {

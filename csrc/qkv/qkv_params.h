@@ -17,6 +17,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "qkv/qkv_config.h"
+
 namespace vlattn {
 
 constexpr int kQkvHeadDim = 128;
@@ -67,23 +69,6 @@ struct QkvParams {
   cudaStream_t stream = nullptr;
 };
 
-// Named tile configurations of the fused kernel (dispatch picks one by M; see csrc/ops/qkv.cpp).
-enum class QkvConfig : int32_t {
-  kM128 = 0,    // persistent ping-pong, 128-row tiles (a warpgroup per tile)
-  kM64 = 1,     // persistent ping-pong, 64-row tiles: twice the tiles for mid M
-  kSplitK2 = 2, // 128-row tiles, K split over a cluster of 2 / 3 / 4 CTAs: small M
-  kSplitK3 = 3,
-  kSplitK4 = 4,
-  kC256 = 5,    // persistent, 128 x 256 tiles (a head pair), two warpgroups on one tile: large M
-  kM128Mc = 6,  // kM128 in clusters of 2 CTAs along M, weight tile multicast to both: large M
-  kSplitK2D = 7,  // kSplitK2/3/4 with a 6-stage ring (192 KB in flight instead of 128): small M
-  kSplitK3D = 8,
-  kSplitK4D = 9,
-  kM256K1 = 10,   // 256-row tiles (both warpgroups, 128 rows each), K split over 1..4 CTAs: the weight
-  kM256K2 = 11,   // tile is read once per 256 rows (half the weight fill of 128-row tiles)
-  kM256K3 = 12,
-  kM256K4 = 13,
-};
 
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the
 // host checks should have rejected (kept as a second line of defence).

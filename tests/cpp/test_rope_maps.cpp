@@ -1,5 +1,6 @@
 // Host unit tests for csrc/kernels/rope.h (RoPE channel maps), csrc/kernels/gemm_config.h (config
-// legality) and csrc/attention/attention_rules.h (the attention launch rules on the workload shapes). Driven by tests/test_cpp.py: `--list` prints case names, `NAME` runs one.
+// legality), csrc/attention/attention_rules.h and csrc/qkv/qkv_config.h (the attention launch rules and
+// the fused QKV config rule on the workload shapes). Driven by tests/test_cpp.py: `--list` prints case names, `NAME` runs one.
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -9,6 +10,7 @@
 #include "attention/attention_rules.h"
 #include "kernels/gemm_config.h"
 #include "kernels/rope.h"
+#include "qkv/qkv_config.h"
 
 using namespace vlattn;
 
@@ -161,6 +163,28 @@ bool attention_pack_rule(std::string& err) {
   return true;
 }
 
+// The fused QKV rule on the workload shapes (H200: 132 SMs). 007: Q 28 + K 4 + V 4 = 36 heads, one
+// launch with M = B x S; 034: Q from text (32 heads, M = B x Lq) and K + V from vision (16 heads,
+// M = B x Lv) in two launches.
+bool qkv_auto_rule(std::string& err) {
+  using C = QkvConfig;
+  auto pick = [](int64_t m, int64_t heads) { return qkv_auto_config(m, heads, 132, true); };
+  EXPECT(pick(128, 36) == C::kSplitK3);    // 36 tiles: three K splits
+  EXPECT(pick(256, 36) == C::kM256K3);     // 72 tiles: 36 256-row tiles x 3 (40.0 vs 48.2 us on m64)
+  EXPECT(pick(512, 36) == C::kC256);       // 144 tiles: one to two waves
+  EXPECT(pick(613, 36) == C::kC256);
+  EXPECT(pick(1024, 36) == C::kM128);      // 288 tiles
+  EXPECT(pick(256, 32) == C::kSplitK2D);   // 034 text, B2 Lq128: 64 tiles
+  EXPECT(pick(512, 32) == C::kSplitK2D);   // 128 tiles; 64 256-row tiles x 3 > one wave
+  EXPECT(pick(392, 16) == C::kSplitK2D);   // 034 vision, B2 Lv196
+  EXPECT(pick(784, 16) == C::kSplitK2D);   // 112 tiles
+  EXPECT(pick(64, 16) == C::kSplitK4);     // 16 tiles: four splits at most
+  EXPECT(qkv_auto_config(1024, 36, 132, false) == C::kM128);  // odd head groups: no head-pair tiles
+  EXPECT(qkv_auto_config(512, 35, 132, false) == C::kM128);
+  EXPECT(qkv_auto_config(0, 36, 132, true) == C::kM128);      // M = 0: no division by zero
+  return true;
+}
+
 const Case kCases[] = {
     {"mrope_seed_split", mrope_seed_split},
     {"mrope_hf_split_pairs_share_plane", mrope_hf_split_pairs_share_plane},
@@ -170,6 +194,7 @@ const Case kCases[] = {
     {"attention_summary_rule", attention_summary_rule},
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
+    {"qkv_auto_rule", qkv_auto_rule},
 };
 
 }  // namespace

@@ -1,0 +1,56 @@
+// Named tile configurations of the fused QKV kernel and the rule that picks one by shape, as a plain
+// header (no CUDA or torch) so that tests/cpp can check the rule on the workload shapes.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace vlattn {
+
+// Named tile configurations of the fused kernel (csrc/ops/qkv.cpp maps their names; qkv_auto_config
+// below picks one by shape).
+enum class QkvConfig : int32_t {
+  kM128 = 0,    // persistent ping-pong, 128-row tiles (a warpgroup per tile)
+  kM64 = 1,     // persistent ping-pong, 64-row tiles: twice the tiles for mid M
+  kSplitK2 = 2, // 128-row tiles, K split over a cluster of 2 / 3 / 4 CTAs: small M
+  kSplitK3 = 3,
+  kSplitK4 = 4,
+  kC256 = 5,    // persistent, 128 x 256 tiles (a head pair), two warpgroups on one tile: large M
+  kM128Mc = 6,  // kM128 in clusters of 2 CTAs along M, weight tile multicast to both: large M
+  kSplitK2D = 7,  // kSplitK2/3/4 with a 6-stage ring (192 KB in flight instead of 128): small M
+  kSplitK3D = 8,
+  kSplitK4D = 9,
+  kM256K1 = 10,   // 256-row tiles (both warpgroups, 128 rows each), K split over 1..4 CTAs: the weight
+  kM256K2 = 11,   // tile is read once per 256 rows (half the weight fill of 128-row tiles)
+  kM256K3 = 12,
+  kM256K4 = 13,
+};
+
+// The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against
+// the SM count. heads: the launch's total heads (Q + K + V groups); even_groups: every group has an
+// even head count (the 128 x 256 head-pair tiles need it). Measured on the H200: bench/NOTES.md run 7.
+inline QkvConfig qkv_auto_config(int64_t m, int64_t heads, int sm_count, bool even_groups) {
+  const int64_t tiles128 = heads * ((m + 127) / 128);
+  if (tiles128 <= 0 || sm_count <= 0) return QkvConfig::kM128;  // nothing to launch (M = 0) / no SM count
+  // Few tiles: split K so that (nearly) every SM streams weights; each split keeps >= 14 k tiles.
+  // Two splits run on the 6-stage ring (H200, 2026-11-30: probe_qkv 034 B2 128/196 72.1 us vs 76.2;
+  // the bench then measured them equal, 69.4 vs 68.8: kept, not slower).
+  if (2 * tiles128 <= sm_count) {
+    const int64_t splits = std::min<int64_t>(4, sm_count / tiles128);
+    return splits >= 4 ? QkvConfig::kSplitK4 : splits == 3 ? QkvConfig::kSplitK3 : QkvConfig::kSplitK2D;
+  }
+  // Half a wave to one wave of 128-row tiles: 256-row tiles split three ways when they fit in one
+  // wave (007 M=256: 40.0 us vs 48.2 for m64), else 128-row tiles split two ways on the deep ring
+  // (034 M=512 + 784: 112.5 / 106.5 us vs 139.1 / 137.4 for m64). bench/NOTES.md, run 7.
+  if (tiles128 < sm_count) {
+    const int64_t tiles256 = heads * ((m + 255) / 256);
+    return 3 * tiles256 <= sm_count ? QkvConfig::kM256K3 : QkvConfig::kSplitK2D;
+  }
+  // One to two waves of 128-row tiles: 128 x 256 head-pair tiles with both warpgroups on one tile
+  // fit in a single wave (H200, 2026-11-30: 007 M=512 66 us vs 72 for m128; 034 M=1024|1568 173 vs
+  // 189). Beyond, the ping-pong kernel was faster (M=4096: 270 vs 314; M=16384: 1031 vs 1113).
+  if (even_groups && tiles128 <= 2LL * sm_count) return QkvConfig::kC256;
+  return QkvConfig::kM128;
+}
+
+}  // namespace vlattn
