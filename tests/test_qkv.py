@@ -211,6 +211,15 @@ def test_m128mc_matches_m128(seq):
 
 
 @requires_sm90
+@pytest.mark.parametrize("batch,seq", [(0, 5), (2, 0)])
+def test_mrope_zero_rows(batch, seq):
+    """No rows: the op returns empty head-major tensors without launching (the automatic config rule
+    divided by the tile count, zero here, before that check)."""
+    q, k, v = run_mrope(mrope_case(batch, seq, hidden=256, hq=4, hkv=2))
+    assert q.shape == (batch, 4, seq, HEAD_DIM) and k.shape == v.shape == (batch, 2, seq, HEAD_DIM)
+
+
+@requires_sm90
 def test_mrope_strided_tables_and_gqa_1():
     """cos/sin as strided views (planes from a wider buffer) and Hq == Hkv."""
     batch, seq = 2, 130
