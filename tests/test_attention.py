@@ -364,21 +364,28 @@ def test_simple_loop_matches_pipelined(tmp_path, rng_seed):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: simple and pipelined loops differ"
 
 
-_MASK_SMEM_SCRIPT = r"""
+_SCRIPT_PRELUDE = r"""
 import sys, torch
 from vlattn.attention import attention
 torch.manual_seed(int(sys.argv[2]))
 BF16_MIN = torch.finfo(torch.bfloat16).min
 outs = []
-def run(b, hq, hkv, sq, sk, mask, causal=False, skip=True):
+def run(b, hq, hkv, sq, sk, mask=None, causal=False, skip=True):
     q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
     k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
     v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
+    # Poison: the output is allocated from this freed NaN block, so a row no tile stored stays NaN.
+    poison = torch.full((b, sq, hq * 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+    del poison
     outs.append(attention(q, k, v, mask, causal=causal, skip=skip).cpu())
 def causal_min(b, sq, width):
     return torch.full((sq, width), BF16_MIN, dtype=torch.bfloat16, device="cuda").triu(1).expand(b, 1, sq, width).contiguous()
 def rnd(b, sq, width):
     return torch.randn(b, 1, sq, width, dtype=torch.bfloat16, device="cuda") * 4
+"""
+
+
+_MASK_SMEM_SCRIPT = _SCRIPT_PRELUDE + r"""
 # Aligned layout (16-byte pointer and strides): the 007 shapes with the benchmark's causal mask and random masks.
 for s in (128, 256, 512):
     run(1, 28, 4, s, s, causal_min(1, s, s))
@@ -418,24 +425,7 @@ def test_mask_smem_matches_global(tmp_path, rng_seed, simple):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: staged and global mask paths differ"
 
 
-_PERSISTENT_SCRIPT = r"""
-import sys, torch
-from vlattn.attention import attention
-torch.manual_seed(int(sys.argv[2]))
-BF16_MIN = torch.finfo(torch.bfloat16).min
-outs = []
-def run(b, hq, hkv, sq, sk, mask, causal=False, skip=True):
-    q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
-    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
-    v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
-    # Poison: the output is allocated from this freed NaN block, so a unit no CTA ran stays NaN.
-    poison = torch.full((b, sq, hq * 128), float("nan"), dtype=torch.bfloat16, device="cuda")
-    del poison
-    outs.append(attention(q, k, v, mask, causal=causal, skip=skip).cpu())
-def causal_min(b, sq, width):
-    return torch.full((sq, width), BF16_MIN, dtype=torch.bfloat16, device="cuda").triu(1).expand(b, 1, sq, width).contiguous()
-def rnd(b, sq, width):
-    return torch.randn(b, 1, sq, width, dtype=torch.bfloat16, device="cuda") * 4
+_PERSISTENT_SCRIPT = _SCRIPT_PRELUDE + r"""
 # Many units per CTA (persistent grid of min(units, SMs) CTAs): 034-like cross attention, no mask.
 run(2, 32, 8, 1024, 1500, None)                                  # 512 units, Sk tail
 run(1, 32, 8, 373, 980, None)                                    # 96 units: fewer than SMs
@@ -467,29 +457,17 @@ def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: persistent and per-unit grids differ"
 
 
-_PACK_SCRIPT = r"""
-import sys, torch
-from vlattn.attention import attention
-torch.manual_seed(int(sys.argv[2]))
-outs = []
-def run(b, hq, hkv, sq, sk, mask=None, causal=False, skip=True):
-    q = torch.randn(b, hq, sq, 128, dtype=torch.bfloat16, device="cuda")
-    k = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
-    v = torch.randn(b, hkv, sk, 128, dtype=torch.bfloat16, device="cuda")
-    m = torch.randn(b, 1, sq, sk, dtype=torch.bfloat16, device="cuda") * 4 if mask else None
-    poison = torch.full((b, sq, hq * 128), float("nan"), dtype=torch.bfloat16, device="cuda")
-    del poison
-    outs.append(attention(q, k, v, m, causal=causal, skip=skip).cpu())
+_PACK_SCRIPT = _SCRIPT_PRELUDE + r"""
 # G = 7 (P = 18, 126 rows), 4 (P = 32), 2 (P = 64), 3 (P = 42), 8 (P = 16): short and tail lengths,
 # masks (global path, no pre-pass: skip off or too few tiles), the causal flag, Sq != Sk.
 for sq in (1, 5, 18, 19, 128, 541):
     run(2, 28, 4, sq, 300)
-run(1, 28, 4, 541, 541, mask=True, skip=False)
+run(1, 28, 4, 541, 541, rnd(1, 541, 541), skip=False)
 run(2, 28, 4, 37, 200, causal=True)
 run(1, 32, 8, 541, 980)
-run(3, 32, 8, 373, 588, mask=True)
+run(3, 32, 8, 373, 588, rnd(3, 373, 588))
 run(2, 8, 4, 100, 129, causal=True)
-run(1, 6, 2, 250, 77, mask=True)
+run(1, 6, 2, 250, 77, rnd(1, 250, 77))
 run(2, 16, 2, 33, 513)
 torch.save(outs, sys.argv[1])
 """

@@ -946,9 +946,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     // Stage O in this warpgroup's own 64 rows of the Q tile: only this warpgroup's wgmma read them,
     // and all of those completed (warpgroup_wait<0> above).
     // The staging and store addresses: from the opaque per-unit thread index (see above).
-    const int ct_epi = ct_u;
     Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
-    Tensor tOcO = mma_pv.get_thread_slice(ct_epi).partition_C(
+    Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
         make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -967,7 +966,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
     constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
     constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
-    const int t = ct_epi % 128;
+    const int t = ct_u % 128;
     const int chunk = t % kChunksPerRow;
     const int64_t o_row_stride = int64_t(kp.heads_q) * C::kHeadDim;
     CUTE_UNROLL
@@ -1186,7 +1185,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().
   // Every choice gives the same bits: a unit's arithmetic does not depend on the CTA that runs it.
   static const int persistent = env_int("VLATTN_ATTN_PERSISTENT", 1);
-  const int sms = p.sm_count > 0 ? p.sm_count : 132;
+  const long long sms = attn_rules::sm_count_or_h200(p);
   const bool use_persistent = !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units)));
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
                     : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)

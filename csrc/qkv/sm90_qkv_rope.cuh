@@ -90,6 +90,19 @@ struct QkvKernelParams {
   int num_tiles;                      // n_tiles * row tiles; tile t = (row tile t / n_tiles, head t % n_tiles)
 };
 
+// Pipeline parameters every QKV kernel uses: thread 0 of warpgroup 0 issues the TMA loads (T::TxBytes
+// per stage), `consumers` threads of the CTA read and release each stage.
+template <class T>
+CUTLASS_DEVICE typename T::Pipeline::Params pipeline_params(int warp_group, uint32_t consumers) {
+  using Pipeline = typename T::Pipeline;
+  typename Pipeline::Params pp;
+  pp.transaction_bytes = T::TxBytes;
+  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = consumers;
+  return pp;
+}
+
 struct TileCoord {
   int m_tile, group, head;
 };
@@ -372,11 +385,7 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
   QkvParams const& p = kp.p;
   const int warp_group = threadIdx.x / 128;
 
-  typename Pipeline::Params pp;
-  pp.transaction_bytes = T::TxBytes;
-  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 128;  // each stage is read by the one warpgroup that owns its tile
+  const auto pp = pipeline_params<T>(warp_group, 128);  // read by the one warpgroup that owns the tile
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();  // barriers initialised before anyone waits on them
   pdl_enter();      // launch/pdl.h: no global memory access before this
@@ -478,11 +487,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
   QkvParams const& p = kp.p;
   const int warp_group = threadIdx.x / 128;
 
-  typename Pipeline::Params pp;
-  pp.transaction_bytes = T::TxBytes;
-  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 256;
+  const auto pp = pipeline_params<T>(warp_group, 256);
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();
   pdl_enter();
@@ -613,11 +618,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
   const int k_tiles = (p.k + T::BK - 1) / T::BK;
   const int kt_begin = rank * k_tiles / splits, kt_end = (rank + 1) * k_tiles / splits;
 
-  typename Pipeline::Params pp;
-  pp.transaction_bytes = T::TxBytes;
-  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 256;
+  const auto pp = pipeline_params<T>(warp_group, 256);
   // Cluster shape (1,1,1) for the pipeline: no multicast, every CTA only signals itself.
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();
@@ -790,11 +791,9 @@ __global__ void __launch_bounds__(T::Threads, 1)
   const int cluster = static_cast<int>(blockIdx.x) / T::ClusterM;
   const int clusters = static_cast<int>(gridDim.x) / T::ClusterM;
 
-  typename Pipeline::Params pp;
-  pp.transaction_bytes = T::TxBytes;  // A + the whole B tile: both halves land in this CTA's stage
-  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 128;  // per CTA, the one warpgroup that owns the stage's tile
+  // Per stage: A + the whole B tile (both halves land in this CTA's stage); per CTA, the one warpgroup
+  // that owns the stage's tile reads it.
+  const auto pp = pipeline_params<T>(warp_group, 128);
   // The real cluster shape: empty barriers count one arrival per CTA of the cluster, and each
   // consumer warpgroup signals both CTAs' barriers (consumer_release).
   Pipeline pipeline(ss.pipeline, pp, Shape<Int<T::ClusterM>, _1, _1>{});
