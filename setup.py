@@ -157,6 +157,10 @@ def extension() -> CUDAExtension:
     # that defaults to the old ABI (the H200 image's /opt/gcc) then passes std::string to libc10
     # in the wrong layout: every TORCH_CHECK failure segfaulted there.
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
+    # Every translation unit: CUTLASS's TMA descriptor encodes call cuTensorMapEncodeTiled by name
+    # (csrc/launch/driver_entry.cpp resolves it once) instead of looking the driver entry point up on
+    # every encode. The same macro everywhere keeps CUTLASS's inline wrappers one definition.
+    DIRECT_DRIVER_CALL = "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1"
     cxx_flags = [
         abi,
         "-O3",
@@ -164,12 +168,14 @@ def extension() -> CUDAExtension:
         # (C++17 for 2.11, C++20 for 2.14). A different one changes c10 types' layout across the
         # .so boundary: a C++20 build against torch 2.11 segfaulted on the first TORCH_CHECK throw.
         "-DNDEBUG",  # CUTLASS asserts in host code cost per launch
+        DIRECT_DRIVER_CALL,
     ] + wheel_includes
     nvcc_flags = [
         f"-Xcompiler={abi}",
         "-O3",
         "-std=c++17",  # .cu files include only CUTLASS/CuTe (no torch headers); C++17 is its baseline
         "-DNDEBUG",  # FA3: "otherwise performance is severely impacted"
+        DIRECT_DRIVER_CALL,
         # wgmma, TMA and setmaxnreg exist only on the arch-specific target; plain sm_90 compiles
         # CUTLASS's sm90 kernels to empty bodies.
         "-gencode=arch=compute_90a,code=sm_90a",
