@@ -812,31 +812,41 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       warpgroup_commit_batch();
     };
     float rescale[2];
-    auto softmax = [&](int n) {
-      const int key0 = n * C::kBlockN;
-      const bool masked = kp.mask != nullptr || !kp.fold_scale || (tail && n == n_tiles - 1) ||
-                          (kp.causal && key0 + C::kBlockN - 1 > first_row);
-      if (masked) {
-        const bool load_mask = walk.kind(n) != kTileZero;
-        if constexpr (kMaskSmem) {
-          if (load_mask && kp.mask != nullptr) {
-            pipe_m.consumer_wait(st_m);
-            if (kp.mask_vec16)
-              softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,
-                                                   st_m.index());
-            else
-              softmax_tile<true, kMaskSmemShifted>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,
-                                                   st_m.index());
-            pipe_m.consumer_release(st_m);
-            ++st_m;
-            return;
-          }
-        }
-        // kMaskSmem kernels run only with a mask: here the tile is ZERO (no mask loads compiled in).
-        softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, kMaskSmem ? false : load_mask);
-      } else
-        softmax_tile<false>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, false);
-    };
+    // The softmax step of key tile n. ptxas left it as a call in the persistent staged-mask kernels (a
+    // 672-byte stack frame: the accumulators in local memory, 4-10x slower per tile on the H200,
+    // 2026-11-30; --warn-on-spills does not report it), and forcing it inline everywhere makes the
+    // per-unit staged-mask kernel spill 100 B: so it is forced inline only where the heuristic fails.
+#define VLATTN_SOFTMAX_STEP(INLINE) \
+    [&](int n) INLINE { \
+      const int key0 = n * C::kBlockN;                                                                            \
+      const bool masked = kp.mask != nullptr || !kp.fold_scale || (tail && n == n_tiles - 1) ||                   \
+                          (kp.causal && key0 + C::kBlockN - 1 > first_row);                                       \
+      if (masked) {                                                                                               \
+        const bool load_mask = walk.kind(n) != kTileZero;                                                         \
+        if constexpr (kMaskSmem) {                                                                                \
+          if (load_mask && kp.mask != nullptr) {                                                                  \
+            pipe_m.consumer_wait(st_m);                                                                           \
+            if (kp.mask_vec16)                                                                                    \
+              softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,  \
+                                                   st_m.index());                                                 \
+            else                                                                                                  \
+              softmax_tile<true, kMaskSmemShifted>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,  \
+                                                   st_m.index());                                                 \
+            pipe_m.consumer_release(st_m);                                                                        \
+            ++st_m;                                                                                               \
+            return;                                                                                               \
+          }                                                                                                       \
+        }                                                                                                         \
+        /* kMaskSmem kernels run only with a mask: here the tile is ZERO (no mask loads compiled in). */       \
+        softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, kMaskSmem ? false : load_mask);     \
+      } else                                                                                                      \
+        softmax_tile<false>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, false);                            \
+    }
+    auto softmax = [&] {
+      if constexpr (kPersistent && kMaskSmem) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
+      else return VLATTN_SOFTMAX_STEP();
+    }();
+#undef VLATTN_SOFTMAX_STEP
     auto convert_p = [&]() {
       CUTE_UNROLL
       for (int i = 0; i < size(tSrS); ++i) tOrP(i) = Element(tSrS(i));

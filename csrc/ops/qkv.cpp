@@ -37,6 +37,7 @@ int64_t check_activations(const char* op, const char* name, const at::Tensor& x,
   TORCH_CHECK(x.dim() == 3, op, ": ", name, " must be 3-D [B, S, hidden]; got ", dims_str(x.sizes()));
   TORCH_CHECK(x.size(2) == k, op, ": ", name, " must have hidden size ", num(k), " (the weights' K); got ",
               dims_str(x.sizes()));
+  if (x.size(0) == 0 || x.size(1) == 0) return k;  // no rows: nothing is read, any strides will do
   const bool rows_collapse = x.stride(2) == 1 && (x.size(0) == 1 || x.stride(0) == x.size(1) * x.stride(1));
   TORCH_CHECK(rows_collapse, op, ": ", name, " must have unit stride in its last dim and batch rows that follow ",
               "each other; got strides ", dims_str(x.strides()), " (call .contiguous() first)");
