@@ -51,14 +51,20 @@ inline bool summary_runs(const AttentionParams& p) {
 }
 
 // Whether the persistent grid (one CTA per SM striding over the work units, static round robin) beats
-// one CTA per unit. Measured on the H200 (2026-11-30, attention bench, PERSISTENT=2 vs 0 in one run,
-// bench/NOTES.md run 8): with uniform units (no mask, not causal: 034) it gained 1-7.5% wherever there
-// are more units than SMs (B8 Lq128: 26.5 -> 24.6 us, B64 Lq256: 384.7 -> 359.1; Lq 8192 x Lk 12544
-// even); with masks or the causal flag the units differ in length (skipped tiles, the diagonal), the
-// static assignment cannot balance them like the hardware's dispatch and it lost up to 7% (007 B1
-// S4096 349.9 -> 370.8, B32 S256 144.5 -> 154.5) as often as it gained.
-inline bool persistent_pays(const AttentionParams& p, long long units) {
-  return p.mask == nullptr && !p.causal && units > sm_count_or_h200(p);
+// one CTA per unit. Measured on the H200 (attention bench, PERSISTENT=2 vs 0 in one run, bench/NOTES.md
+// run 8 and fifth session):
+// - uniform units (no mask, not causal: 034) gain 1-7.5% wherever there are more units than SMs (B8
+//   Lq128: 26.5 -> 24.6 us, B64 Lq256: 384.7 -> 359.1; Lq 8192 x Lk 12544 even);
+// - a mask read from global memory (not staged: unaligned rows) with many waves of units gains 4-13%
+//   (007 B32 S541, 4480 units: 740 -> 642, 731 -> 701, 742 -> 664 in three runs), but loses 10-25%
+//   near one wave (B1 S613, 140 units: 35.5 -> 44.3), so it needs at least 8 waves;
+// - staged masks and the causal flag lose up to 40%: the units differ in length (skipped tiles, the
+//   diagonal), static round robin cannot balance them like the hardware's dispatch, and the persistent
+//   staged-mask kernel spills (a dynamic unit counter, measured in the fifth session, did not help).
+inline bool persistent_pays(const AttentionParams& p, long long units, bool staged_mask) {
+  if (p.causal || staged_mask) return false;
+  const long long sms = sm_count_or_h200(p);
+  return p.mask == nullptr ? units > sms : units >= 8 * sms;
 }
 
 // GQA packing: a unit is (KV head, rows = floor(128 / G) positions, batch) instead of (query head,

@@ -1196,7 +1196,8 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // Every choice gives the same bits: a unit's arithmetic does not depend on the CTA that runs it.
   static const int persistent = env_int("VLATTN_ATTN_PERSISTENT", 1);
   const long long sms = attn_rules::sm_count_or_h200(p);
-  const bool use_persistent = !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units)));
+  const bool use_persistent =
+      !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units, stage_mask)));
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
                     : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
                                    : dim3(p.heads_q, m_blocks, p.batch);

@@ -124,21 +124,25 @@ bool attention_summary_rule(std::string& err) {
   return true;
 }
 
-// Persistent grid only for uniform units beyond one wave (bench/NOTES.md run 8).
+// Persistent grid for uniform units beyond one wave, and for a global-memory mask over 8 waves
+// (bench/NOTES.md run 8, fifth session).
 bool attention_persistent_rule(std::string& err) {
   using attn_rules::pack_plan;
   using attn_rules::persistent_pays;
   auto units = [](const AttentionParams& p) { return pack_plan(p, 0, false).units; };
   const AttentionParams b8 = attn(8, 32, 8, 128, 196, false);  // 256 units
-  EXPECT(units(b8) == 256 && persistent_pays(b8, units(b8)));
+  EXPECT(units(b8) == 256 && persistent_pays(b8, units(b8), false));
   const AttentionParams big = attn(1, 32, 8, 8192, 12544, false);  // 2048 units
-  EXPECT(persistent_pays(big, units(big)));
+  EXPECT(persistent_pays(big, units(big), false));
   const AttentionParams b2 = attn(2, 32, 8, 256, 392, false);  // 128 units: one wave
-  EXPECT(units(b2) == 128 && !persistent_pays(b2, units(b2)));
+  EXPECT(units(b2) == 128 && !persistent_pays(b2, units(b2), false));
   const AttentionParams masked = attn(32, 28, 4, 541, 541, true);  // 4480 units, masked
-  EXPECT(!persistent_pays(masked, units(masked)));
+  EXPECT(units(masked) == 4480 && persistent_pays(masked, units(masked), false));  // mask from global memory
+  EXPECT(!persistent_pays(masked, units(masked), true));                            // staged mask
+  const AttentionParams masked613 = attn(1, 28, 4, 613, 613, true);               // 140 units: ~one wave
+  EXPECT(!persistent_pays(masked613, units(masked613), false));
   const AttentionParams causal = attn(4, 32, 8, 4096, 4096, false, true);
-  EXPECT(!persistent_pays(causal, units(causal)));
+  EXPECT(!persistent_pays(causal, units(causal), false));
   return true;
 }
 
