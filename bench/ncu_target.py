@@ -1,6 +1,6 @@
 """A fixed call for Nsight Compute: `ncu ... python bench/ncu_target.py qkv 007 0 splitk3`.
 
-    what:      qkv | attention | linear
+    what:      qkv | attention | linear | cublas (F.linear on the same operands as linear)
     problem:   007 | 034;  index: workload index in sorted-by-SOL order;  config: op config ("" = auto)
 Runs the call 3 times (ncu's --launch-skip/--launch-count pick the one to profile).
 """
@@ -26,6 +26,8 @@ def main():
         q, k, vv = q.contiguous(), k.contiguous(), vv.contiguous()
         mask = v[10] if problem == "007" else None
         fn = lambda: vlattn.attention(q, k, vv, mask)  # noqa: E731
+    elif what == "cublas":
+        fn = lambda: torch.nn.functional.linear(v[0], v[1], v[2])  # noqa: E731
     else:
         x, wt = v[0], v[1]
         fn = lambda: vlattn.linear(x, wt, v[2], config=config or None)  # noqa: E731
