@@ -18,7 +18,7 @@ import vlattn
 from vlattn import reference
 from vlattn import workloads as W
 from vlattn.bench import qkv_bound
-from conftest import BF16, HEAD_DIM, outputs_in_subprocess, rel_fro, requires_ext, requires_sm90
+from conftest import BF16, HEAD_DIM, rel_fro, requires_ext, requires_sm90
 
 SEED_SECTION = (32, 48, 48)
 HF_SECTION = (16, 24, 24, 16, 24, 24)
@@ -208,39 +208,6 @@ def test_m128mc_matches_m128(seq):
     args = mrope_case(1, seq)
     for got, ref, name in zip(run_mrope(args, HF_SECTION, "m128mc"), run_mrope(args, HF_SECTION, "m128"), "qkv"):
         assert_bitwise(got, ref, f"{name} S={seq} m128mc vs m128")
-
-
-_SPLITK_EPI_SCRIPT = r"""
-import sys, torch, vlattn
-torch.manual_seed(int(sys.argv[2]))
-outs = []
-for batch, seq, config, section, offset in [(1, 128, "splitk3", (32, 48, 48), 0), (2, 127, "splitk2", (16, 24, 24, 16, 24, 24), 0),
-                                             (1, 541, "splitk4d", (1, 1, 1, 125), 0), (1, 130, "splitk3", (32, 48, 48), 1),
-                                             (1, 256, "m256k3", (32, 48, 48), 0)]:
-    x = torch.randn(batch, seq, 512, dtype=torch.bfloat16, device="cuda")
-    w = [torch.randn(h * 128, 512, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (4, 2, 2)]
-    b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (4, 2, 2)]
-    # offset 1: the tables' rows start 2 bytes past 16-byte alignment (the scalar table path)
-    buf = torch.randn(2, 3 * batch * seq * 128 + offset, dtype=torch.bfloat16, device="cuda")
-    cos, sin = (buf[i, offset:].view(3, batch, seq, 128) for i in range(2))
-    q, k, v = vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin, mrope_section=section, config=config)
-    outs += [q.cpu(), k.cpu(), v.cpu()]
-torch.save(outs, sys.argv[1])
-"""
-
-
-@requires_sm90
-def test_splitk_fast_epilogue_matches_previous(tmp_path, rng_seed):
-    """VLATTN_QKV_SPLITK_EPI=0 runs the split-K kernels' previous epilogue (serial DSMEM loads, scalar
-    cos/sin loads, no L2 prefetch); the default one does the same arithmetic in the same order: bitwise
-    equal outputs, for aligned and unaligned tables and a section whose chunks mix planes."""
-    results = [outputs_in_subprocess(_SPLITK_EPI_SCRIPT, tmp_path / f"out_{epi}.pt", {"VLATTN_QKV_SPLITK_EPI": epi},
-                                     rng_seed)
-               for epi in ("0", "1")]
-    assert len(results[0]) == len(results[1]) == 15
-    for i, (old, new) in enumerate(zip(*results)):
-        assert not old.isnan().any(), f"output {i}: NaN"
-        assert_bitwise(new, old, f"output {i} (case {i // 3}, {'qkv'[i % 3]})")
 
 
 @requires_sm90

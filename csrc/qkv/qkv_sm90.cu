@@ -1,7 +1,6 @@
 // Host launcher of the fused QKV projection (csrc/qkv/sm90_qkv_rope.cuh): builds one TMA tensor
 // map for X and one per weight tensor (the callers' own tensors, every call), then launches one
 // CTA per (head tile, row tile). No torch headers here (build notes #7).
-#include <cstdlib>
 #include <type_traits>
 
 #include "launch/pdl.h"
@@ -84,26 +83,11 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
     return launch_pdl(kernel, grid, dim3(T::Threads), T::SmemBytes, p.stream, 0, kp);
   } else if constexpr (T::SplitK) {
     if (splits < 1 || splits > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
-    // VLATTN_QKV_SPLITK_EPI (read once): 1 (default) = the fast epilogue, 0 = the previous one (A/B).
-    static const bool fast_epi = [] {
-      const char* e = std::getenv("VLATTN_QKV_SPLITK_EPI");
-      return e == nullptr || e[0] == '\0' || e[0] != '0';
-    }();
-    auto go = [&](auto kernel_constant) {
-      constexpr auto kernel = decltype(kernel_constant)::value;
-      cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
-      if (err != cudaSuccess) return err;
-      return launch_pdl(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(T::Threads), T::SmemBytes,
-                        p.stream, static_cast<unsigned>(splits), kp);
-    };
-    // 256-row tiles keep the previous epilogue: the fast one spilled there (16 B stores, 80 B loads).
-    if constexpr (T::TileM == 128) {
-      if (fast_epi)
-        return go(std::integral_constant<decltype(&qkv_rope_splitk_kernel<T, TmaA, TmaB, true>),
-                                         &qkv_rope_splitk_kernel<T, TmaA, TmaB, true>>{});
-    }
-    return go(std::integral_constant<decltype(&qkv_rope_splitk_kernel<T, TmaA, TmaB, false>),
-                                     &qkv_rope_splitk_kernel<T, TmaA, TmaB, false>>{});
+    constexpr auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
+    cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
+    if (err != cudaSuccess) return err;
+    return launch_pdl(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(T::Threads), T::SmemBytes, p.stream,
+                      static_cast<unsigned>(splits), kp);
   } else {
     constexpr auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);

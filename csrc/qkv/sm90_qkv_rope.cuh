@@ -250,9 +250,6 @@ union Vec8 {
 
 // Rows [row_begin, row_end) of a staged tile whose first row is X row `row0`: `nthreads` threads
 // (thread index t) take 16-byte chunks, 16 threads per row.
-// kVecTables (kTable mode): when the chunk's 8 channels read one plane and the table row is 16-byte
-// aligned, cos and sin come in one 16-byte load each instead of 8 scalar loads each (same values).
-template <bool kVecTables = false>
 CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int head, int row0, int row_begin,
                                     int row_end, int t, int nthreads, const __nv_bfloat16* staging, int pitch,
                                     const float* inv_freq_of) {
@@ -298,32 +295,11 @@ CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int
         const int64_t base = b * rope.tab_batch_stride + s * rope.tab_seq_stride + c0;
         const auto* ct = static_cast<const __nv_bfloat16*>(rope.cos);
         const auto* st = static_cast<const __nv_bfloat16*>(rope.sin);
-        bool vec = false;
-        if constexpr (kVecTables) {
-          const int plane = rope.plane_of_channel[c0];
-          vec = true;
 #pragma unroll
-          for (int j = 1; j < 8; ++j) vec = vec && rope.plane_of_channel[c0 + j] == plane;
-          const int64_t off = base + plane * rope.tab_plane_stride;
-          vec = vec && ((reinterpret_cast<uintptr_t>(ct + off) | reinterpret_cast<uintptr_t>(st + off)) & 15) == 0;
-          if (vec) {
-            Vec8 cv, sv;
-            cv.u = *reinterpret_cast<const uint4*>(ct + off);
-            sv.u = *reinterpret_cast<const uint4*>(st + off);
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              cs[j] = __bfloat162float(cv.h[j]);
-              sn[j] = __bfloat162float(sv.h[j]);
-            }
-          }
-        }
-        if (!vec) {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int64_t off = base + rope.plane_of_channel[c0 + j] * rope.tab_plane_stride + j;
-            cs[j] = __bfloat162float(ct[off]);
-            sn[j] = __bfloat162float(st[off]);
-          }
+        for (int j = 0; j < 8; ++j) {
+          const int64_t off = base + rope.plane_of_channel[c0 + j] * rope.tab_plane_stride + j;
+          cs[j] = __bfloat162float(ct[off]);
+          sn[j] = __bfloat162float(st[off]);
         }
       } else {  // kPos1D: frequency index is c mod 64 (the reference concatenates freqs twice)
         const int64_t pos = rope.pos[b * rope.pos_batch_stride + s * rope.pos_seq_stride];
@@ -627,11 +603,7 @@ struct SplitKTraits {
   static_assert(SmemBytes <= 227 * 1024, "sm_90 allows 227 KB of shared memory per CTA");
 };
 
-// kFastEpi (VLATTN_QKV_SPLITK_EPI, default 1; 0 = the previous epilogue, same bits): the partial
-// tiles' DSMEM loads of a row issued together (they were serialized by the running sum), the bias
-// read once per thread, the kTable cos/sin rows of this CTA prefetched to L2 during the mainloop and
-// read 16 bytes at a time (rope_store_rows<true>). Launched for 128-row tiles only (see launch()).
-template <class T, class TmaA, class TmaB, bool kFastEpi = false>
+template <class T, class TmaA, class TmaB>
 __global__ void __launch_bounds__(T::Threads, 1)
     qkv_rope_splitk_kernel(CUTLASS_GRID_CONSTANT QkvKernelParams<TmaA, TmaB> const kp) {
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
@@ -664,24 +636,6 @@ __global__ void __launch_bounds__(T::Threads, 1)
         produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, c.head, pipeline, state, ss.mainloop.a.data(),
                         ss.mainloop.b.data(), kt_begin, kt_end);
       });
-    } else if (kFastEpi && threadIdx.x >= 32 && threadIdx.x < 64 && grp.rope == RopeMode::kTable) {
-      // Warp 1: the cos/sin table rows this CTA's epilogue reads (rows [row_begin, row_end) of the
-      // tile, three planes, 256 B each = two 128-byte lines), prefetched into L2 under the mainloop.
-      const QkvRope& rope = p.rope;
-      const int row_begin = rank * T::TileM / splits, row_end = (rank + 1) * T::TileM / splits;
-      const int rows = min(row_end, p.m - c.m_tile * T::TileM) - row_begin;
-      const int lines = rows * 3 * 2 * 2;  // rows x planes x tables x lines
-#pragma unroll 1
-      for (int i = int(threadIdx.x) - 32; i < lines; i += 32) {
-        const int line = i & 1, table = (i >> 1) & 1, rest = i >> 2;
-        const int plane = rest % 3, r = row_begin + rest / 3;
-        const int m = c.m_tile * T::TileM + r;
-        const int b = m / p.seq, sq = m - b * p.seq;
-        const auto* tab = static_cast<const __nv_bfloat16*>(table ? rope.sin : rope.cos);
-        const __nv_bfloat16* addr =
-            tab + b * rope.tab_batch_stride + sq * rope.tab_seq_stride + plane * rope.tab_plane_stride + line * 64;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(addr));
-      }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::ConsumerRegs>();
@@ -736,69 +690,28 @@ __global__ void __launch_bounds__(T::Threads, 1)
     // 256 threads x 4 columns: each thread sums a float4 of one row over the S partials.
     constexpr int kColsPerThread = 4, kThreadsPerRow = T::BN / kColsPerThread;
     const int col = (t % kThreadsPerRow) * kColsPerThread;
-    if constexpr (kFastEpi) {
-      float bv[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // this thread's 4 bias values (the same for every row)
-      if (bias != nullptr) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) bv[j] = __bfloat162float(bias[c.head * kQkvHeadDim + col + j]);
+#pragma unroll 1
+    for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 256 / kThreadsPerRow) {
+      const float* part = &ss.red[r * T::RedPitch + col];
+      float4 sum = ld_dsmem_f4(part, 0);
+#pragma unroll 1
+      for (int q = 1; q < splits; ++q) {  // rank order: the same sum on every run
+        const float4 v = ld_dsmem_f4(part, q);
+        sum.x = __fadd_rn(sum.x, v.x);
+        sum.y = __fadd_rn(sum.y, v.y);
+        sum.z = __fadd_rn(sum.z, v.z);
+        sum.w = __fadd_rn(sum.w, v.w);
       }
-#pragma unroll 1
-      for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 256 / kThreadsPerRow) {
-        const float* part = &ss.red[r * T::RedPitch + col];
-        // Up to 4 partials' loads in flight together (8 spilled in the 256-row kernel); added in rank
-        // order: the same sum on every run.
-        constexpr int kBatch = 4;
-        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 1
-        for (int q0 = 0; q0 < splits; q0 += kBatch) {
-          float4 v[kBatch];
+      float v[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
-          for (int q = 0; q < kBatch; ++q)
-            if (q0 + q < splits) v[q] = ld_dsmem_f4(part, q0 + q);
-#pragma unroll
-          for (int q = 0; q < kBatch; ++q) {
-            if (q0 + q >= splits) break;
-            if (q0 + q == 0) {
-              sum = v[0];
-            } else {
-              sum.x = __fadd_rn(sum.x, v[q].x);
-              sum.y = __fadd_rn(sum.y, v[q].y);
-              sum.z = __fadd_rn(sum.z, v[q].z);
-              sum.w = __fadd_rn(sum.w, v[q].w);
-            }
-          }
-        }
-        float o[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (bias != nullptr) o[j] = __fadd_rn(o[j], bv[j]);
-          staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(o[j]);
-        }
-      }
-    } else {
-#pragma unroll 1
-      for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 256 / kThreadsPerRow) {
-        const float* part = &ss.red[r * T::RedPitch + col];
-        float4 sum = ld_dsmem_f4(part, 0);
-#pragma unroll 1
-        for (int q = 1; q < splits; ++q) {  // rank order: the same sum on every run
-          const float4 v = ld_dsmem_f4(part, q);
-          sum.x = __fadd_rn(sum.x, v.x);
-          sum.y = __fadd_rn(sum.y, v.y);
-          sum.z = __fadd_rn(sum.z, v.z);
-          sum.w = __fadd_rn(sum.w, v.w);
-        }
-        float v[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (bias != nullptr) v[j] = __fadd_rn(v[j], __bfloat162float(bias[c.head * kQkvHeadDim + col + j]));
-          staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(v[j]);
-        }
+      for (int j = 0; j < 4; ++j) {
+        if (bias != nullptr) v[j] = __fadd_rn(v[j], __bfloat162float(bias[c.head * kQkvHeadDim + col + j]));
+        staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(v[j]);
       }
     }
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
-    rope_store_rows<kFastEpi>(p, grp, c.head, c.m_tile * T::TileM, row_begin, row_end, t, 256, staging,
-                              T::StagePitch, ss.inv_freq);
+    rope_store_rows(p, grp, c.head, c.m_tile * T::TileM, row_begin, row_end, t, 256, staging, T::StagePitch,
+                    ss.inv_freq);
   }
   // No CTA may leave while a peer can still read its partial tile.
   cute::cluster_arrive();
