@@ -1,0 +1,121 @@
+"""Register-allocation guard for the hand-written sm_90a kernels, checked without a GPU: compile the
+attention and fused-QKV translation units to cubin with `ptxas -v` and read each kernel's stack frame
+and spills. A spill or a stack frame in a mainloop is a performance bug that no correctness test sees:
+in the fifth session a `softmax` lambda that NVVM left as a call put the attention accumulators in a
+672-byte stack frame (4-10x slower per key tile, 0 bytes "spilled"), bench/NOTES.md.
+
+Budgets below are today's ptxas report (CUDA 13.0, nvidia-cutlass 4.2.0.0); raise one only with a
+measurement that says the kernel is still as fast.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+def _cutlass_include() -> pathlib.Path | None:
+    env = os.environ.get("CUTLASS_PATH")
+    if env:
+        return pathlib.Path(env) / "include"
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or spec.origin is None:
+        return None
+    return pathlib.Path(spec.origin).parent / "source" / "include"
+
+
+CUTLASS = _cutlass_include()
+pytestmark = pytest.mark.skipif(NVCC is None or CUTLASS is None or not (CUTLASS / "cutlass" / "cutlass.h").exists(),
+                                reason="needs nvcc and the CUTLASS headers (nvidia-cutlass wheel)")
+
+
+def ptxas_report(tu: str, tmp_path: pathlib.Path) -> dict[str, tuple[int, int, int]]:
+    """{mangled kernel name: (stack frame bytes, spill store bytes, spill load bytes)} for one TU,
+    compiled with setup.py's device flags."""
+    cmd = [NVCC, "-std=c++17", "-O3", "-DNDEBUG", "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1",
+           "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "--expt-extended-lambda",
+           "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+           "-U__CUDA_NO_HALF2_OPERATORS__", "-Xptxas=-v", f"-I{ROOT / 'csrc'}", f"-I{CUTLASS}",
+           f"-I{CUTLASS.parent / 'tools' / 'util' / 'include'}", "-cubin", "-o", str(tmp_path / "tu.cubin"),
+           str(ROOT / tu)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, f"nvcc {tu} failed:\n{result.stderr[-4000:]}"
+    report, current = {}, None
+    for line in result.stderr.splitlines():
+        m = re.search(r"Function properties for (\S+)", line)
+        if m:
+            current = m.group(1)
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and current is not None:
+            report[current] = tuple(int(v) for v in m.groups())
+            current = None
+    assert report, f"no ptxas report parsed for {tu}:\n{result.stderr[-2000:]}"
+    return report
+
+
+def _attention_kernel(name: str) -> tuple[int, ...] | None:
+    """(kPipelined, kMaskSmem, kPersistent) of an attention_kernel instantiation, else None."""
+    m = re.search(r"attention_kernelI((?:Lb[01]E)+)EEv", name)
+    return tuple(int(b) for b in re.findall(r"Lb([01])E", m.group(1))) if m else None
+
+
+@pytest.fixture(scope="module")
+def attention_report(tmp_path_factory):
+    return ptxas_report("csrc/attention/attention_sm90.cu", tmp_path_factory.mktemp("attn"))
+
+
+@pytest.fixture(scope="module")
+def qkv_report(tmp_path_factory):
+    return ptxas_report("csrc/qkv/qkv_sm90.cu", tmp_path_factory.mktemp("qkv"))
+
+
+# (kPipelined, kMaskSmem, kPersistent) -> (stack frame, spill stores, spill loads) allowed.
+# The per-unit kernels are the default for every masked shape, the persistent global-mask kernel for
+# unmasked ones: none may touch local memory. The two staged-mask exceptions are a diagnostic switch
+# (VLATTN_ATTN_SIMPLE) and the persistent staged-mask kernel that no default rule picks.
+ATTENTION_BUDGET = {
+    (1, 0, 0): (0, 0, 0),
+    (1, 1, 0): (0, 0, 0),
+    (1, 0, 1): (0, 0, 0),
+    (1, 1, 1): (104, 124, 152),
+    (0, 0, 0): (0, 0, 0),
+    (0, 1, 0): (128, 124, 124),
+}
+
+
+def test_attention_kernels_local_memory(attention_report):
+    seen = set()
+    for name, (frame, stores, loads) in attention_report.items():
+        if "mask_summary_kernel" in name:
+            assert (frame, stores, loads) == (0, 0, 0), f"mask pre-pass: {frame} B frame, {stores}/{loads} B spills"
+            continue
+        key = _attention_kernel(name)
+        if key is None:
+            continue
+        seen.add(key)
+        budget = ATTENTION_BUDGET.get(key)
+        assert budget is not None, f"attention_kernel{key} has no budget here: add one with its ptxas report"
+        got = (frame, stores, loads)
+        assert all(g <= b for g, b in zip(got, budget)), (
+            f"attention_kernel<pipelined, mask_smem, persistent>={key}: stack frame {frame} B, spills "
+            f"{stores}/{loads} B; budget {budget}")
+    assert seen == set(ATTENTION_BUDGET), f"instantiations changed: {sorted(seen)} vs {sorted(ATTENTION_BUDGET)}"
+
+
+def test_qkv_kernels_no_spills(qkv_report):
+    """Every fused-QKV kernel: no spills; a stack frame only for libdevice's large-argument cosf/sinf
+    reduction (a cold path, 28-40 B)."""
+    kernels = {n: r for n, r in qkv_report.items() if "qkv_rope" in n}
+    assert len(kernels) >= 6, f"expected the QKV kernel family, parsed {sorted(kernels)}"
+    for name, (frame, stores, loads) in kernels.items():
+        assert stores == 0 and loads == 0, f"{name[:80]}...: spills {stores}/{loads} B"
+        assert frame <= 48, f"{name[:80]}...: {frame} B stack frame (budget 48: the cosf/sinf slow path)"
