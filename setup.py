@@ -37,17 +37,14 @@ def _load_module(name: str, path: pathlib.Path):
     return module
 
 
+_flags = _load_module("vlattn_build_flags", ROOT / "scripts" / "build_flags.py")
+
+
 def cutlass_root() -> pathlib.Path:
-    env = os.environ.get("CUTLASS_PATH")
-    if env:
-        root = pathlib.Path(env)
-    else:
-        spec = importlib.util.find_spec("cutlass_library")
-        if spec is None or spec.origin is None:
-            sys.exit("vlattn: CUTLASS headers not found: `pip install nvidia-cutlass==4.2.0.0` or set CUTLASS_PATH")
-        root = pathlib.Path(spec.origin).parent / "source"
-    if not (root / "include" / "cutlass" / "cutlass.h").exists():
-        sys.exit(f"vlattn: {root} has no include/cutlass/cutlass.h (CUTLASS_PATH or nvidia-cutlass wheel broken)")
+    root = _flags.cutlass_root()
+    if root is None:
+        sys.exit("vlattn: CUTLASS headers not found (or no include/cutlass/cutlass.h there): "
+                 "`pip install nvidia-cutlass==4.2.0.0` or set CUTLASS_PATH")
     return root
 
 
@@ -157,10 +154,7 @@ def extension() -> CUDAExtension:
     # that defaults to the old ABI (the H200 image's /opt/gcc) then passes std::string to libc10
     # in the wrong layout: every TORCH_CHECK failure segfaulted there.
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
-    # Every translation unit: CUTLASS's TMA descriptor encodes call cuTensorMapEncodeTiled by name
-    # (csrc/launch/driver_entry.cpp resolves it once) instead of looking the driver entry point up on
-    # every encode. The same macro everywhere keeps CUTLASS's inline wrappers one definition.
-    DIRECT_DRIVER_CALL = "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1"
+    DIRECT_DRIVER_CALL = _flags.DIRECT_DRIVER_CALL  # every TU, host and device: scripts/build_flags.py
     cxx_flags = [
         abi,
         "-O3",
@@ -172,20 +166,7 @@ def extension() -> CUDAExtension:
     ] + wheel_includes
     nvcc_flags = [
         f"-Xcompiler={abi}",
-        "-O3",
-        "-std=c++17",  # .cu files include only CUTLASS/CuTe (no torch headers); C++17 is its baseline
-        "-DNDEBUG",  # FA3: "otherwise performance is severely impacted"
-        DIRECT_DRIVER_CALL,
-        # wgmma, TMA and setmaxnreg exist only on the arch-specific target; plain sm_90 compiles
-        # CUTLASS's sm90 kernels to empty bodies.
-        "-gencode=arch=compute_90a,code=sm_90a",
-        "--expt-relaxed-constexpr",  # CuTe calls constexpr host functions from device code
-        "--expt-extended-lambda",
-        # torch adds these to every nvcc call; CUTLASS's bf16/half types need the operators.
-        "-U__CUDA_NO_HALF_OPERATORS__",
-        "-U__CUDA_NO_HALF_CONVERSIONS__",
-        "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-        "-U__CUDA_NO_HALF2_OPERATORS__",
+        *_flags.DEVICE_FLAGS,
         "-lineinfo",  # source lines in ncu/compute-sanitizer reports; no effect on code
         # A register spill or a local-memory stack frame in a kernel is a performance bug: ptxas warns
         # (scripts/gpu_check.sh collects the warnings into build_warnings.txt).

@@ -22,30 +22,25 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
 
 
-def _cutlass_include() -> pathlib.Path | None:
-    env = os.environ.get("CUTLASS_PATH")
-    if env:
-        return pathlib.Path(env) / "include"
-    spec = importlib.util.find_spec("cutlass_library")
-    if spec is None or spec.origin is None:
-        return None
-    return pathlib.Path(spec.origin).parent / "source" / "include"
+def _load_build_flags():
+    """scripts/build_flags.py, the flags and CUTLASS location setup.py builds with."""
+    spec = importlib.util.spec_from_file_location("vlattn_build_flags", ROOT / "scripts" / "build_flags.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-CUTLASS = _cutlass_include()
-pytestmark = pytest.mark.skipif(NVCC is None or CUTLASS is None or not (CUTLASS / "cutlass" / "cutlass.h").exists(),
+FLAGS = _load_build_flags()
+CUTLASS = FLAGS.cutlass_root()
+pytestmark = pytest.mark.skipif(NVCC is None or CUTLASS is None,
                                 reason="needs nvcc and the CUTLASS headers (nvidia-cutlass wheel)")
 
 
 def ptxas_report(tu: str, tmp_path: pathlib.Path) -> dict[str, tuple[int, int, int]]:
     """{mangled kernel name: (stack frame bytes, spill store bytes, spill load bytes)} for one TU,
-    compiled with setup.py's device flags."""
-    cmd = [NVCC, "-std=c++17", "-O3", "-DNDEBUG", "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1",
-           "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "--expt-extended-lambda",
-           "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-           "-U__CUDA_NO_HALF2_OPERATORS__", "-Xptxas=-v", f"-I{ROOT / 'csrc'}", f"-I{CUTLASS}",
-           f"-I{CUTLASS.parent / 'tools' / 'util' / 'include'}", "-cubin", "-o", str(tmp_path / "tu.cubin"),
-           str(ROOT / tu)]
+    compiled with the build's device flags (scripts/build_flags.py)."""
+    cmd = [NVCC, *FLAGS.DEVICE_FLAGS, "-Xptxas=-v", f"-I{ROOT / 'csrc'}", f"-I{CUTLASS / 'include'}",
+           f"-I{CUTLASS / 'tools' / 'util' / 'include'}", "-cubin", "-o", str(tmp_path / "tu.cubin"), str(ROOT / tu)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, f"nvcc {tu} failed:\n{result.stderr[-4000:]}"
     report, current = {}, None
