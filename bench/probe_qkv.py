@@ -1,6 +1,6 @@
 """Quick device probe of the fused QKV projection (until `vlattn-bench --mode qkv` lands).
 
-For a few workloads: fused op (auto and each named config, m128mc included) vs the unfused
+For a few workloads: fused op (auto and each named config, m128mc and the two-pass gemm included) vs the unfused
 reference stage (cuBLAS F.linear + PyTorch bias/RoPE + .contiguous()), and a plain cuBLAS GEMM over
 pre-concatenated weights (a floor for the projection alone, not a fair baseline: callers do not hand
 us concatenated weights).
@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--problems", default="007,034")
     ap.add_argument("--configs", default="m128,m64,splitk2,splitk3,splitk4,splitk2d,splitk3d,splitk4d,"
-                                         "m256k1,m256k2,m256k3,m256k4,c256,m128mc")
+                                         "m256k1,m256k2,m256k3,m256k4,c256,m128mc,gemm")
     ap.add_argument("--max-m", type=int, default=1 << 30, help="skip workloads with more rows")
     args = ap.parse_args()
     configs = [c for c in args.configs.split(",") if c]

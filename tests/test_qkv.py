@@ -18,7 +18,7 @@ import vlattn
 from vlattn import reference
 from vlattn import workloads as W
 from vlattn.bench import qkv_bound
-from conftest import BF16, HEAD_DIM, rel_fro, requires_ext, requires_sm90
+from conftest import BF16, HEAD_DIM, outputs_in_subprocess, rel_fro, requires_ext, requires_sm90
 
 SEED_SECTION = (32, 48, 48)
 HF_SECTION = (16, 24, 24, 16, 24, 24)
@@ -27,7 +27,7 @@ SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("
 SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
 TAILS = [1, 127, 541, 613]
 CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "splitk2d", "splitk3d", "splitk4d", "m256k1", "m256k2",
-           "m256k3", "m256k4", "c256", "m128mc"]
+           "m256k3", "m256k4", "c256", "m128mc", "gemm"]
 
 
 @pytest.fixture(autouse=True)
@@ -208,6 +208,42 @@ def test_m128mc_matches_m128(seq):
     args = mrope_case(1, seq)
     for got, ref, name in zip(run_mrope(args, HF_SECTION, "m128mc"), run_mrope(args, HF_SECTION, "m128"), "qkv"):
         assert_bitwise(got, ref, f"{name} S={seq} m128mc vs m128")
+
+
+_GEMM_AUTO_SCRIPT = r"""
+import sys, torch, vlattn
+torch.manual_seed(int(sys.argv[2]))
+x = torch.randn(2, 541, 512, dtype=torch.bfloat16, device="cuda")
+w = [torch.randn(h * 128, 512, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (4, 2, 2)]
+b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (4, 2, 2)]
+cos, sin = torch.randn(2, 3, 2, 541, 128, dtype=torch.bfloat16, device="cuda")
+outs = list(vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin))             # auto: env -> gemm
+outs += list(vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin, config="gemm"))
+# a bias 2 bytes past 16-byte alignment: the automatic choice falls back to the fused kernel
+odd = torch.randn(4 * 128 + 1, dtype=torch.bfloat16, device="cuda")[1:]
+outs += list(vlattn.mrope_qkv(x, w[0], odd, w[1], b[1], w[2], b[2], cos, sin))
+try:
+    vlattn.mrope_qkv(x, w[0], odd, w[1], b[1], w[2], b[2], cos, sin, config="gemm")
+    outs.append(torch.zeros(1))
+except RuntimeError as e:
+    assert "16-byte aligned" in str(e), e
+    outs.append(torch.ones(1))
+torch.save([t.cpu() for t in outs], sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_gemm_config_by_env(tmp_path, rng_seed):
+    """VLATTN_QKV_GEMM_MIN_M makes the automatic choice the two-pass "gemm" config (bitwise the named
+    one); with a misaligned bias the automatic choice falls back to the fused kernel and the named
+    config raises a clear error."""
+    outs = outputs_in_subprocess(_GEMM_AUTO_SCRIPT, tmp_path / "out.pt", {"VLATTN_QKV_GEMM_MIN_M": "256"}, rng_seed)
+    assert len(outs) == 10
+    for i in range(3):
+        assert_bitwise(outs[i], outs[3 + i], f"{'qkv'[i]}: auto by env vs config='gemm'")
+    for t in outs[6:9]:
+        assert torch.isfinite(t.float()).all(), "fallback output not finite"
+    assert outs[9].item() == 1, "config='gemm' with a misaligned bias did not raise"
 
 
 @requires_sm90

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
 
 #include "kernels/rope.h"
+#include "launch/gemm_params.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
 #include "qkv/qkv_params.h"
@@ -103,8 +105,9 @@ at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t
 // Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
 // a cluster), "splitk2d" / "splitk3d" / "splitk4d" (the same with a 6-stage ring), "m256k1".."m256k4"
 // (256-row tiles, K split over 1..4 CTAs), "c256" (head-pair tiles), "m128mc" (m128 in 2-CTA
-// clusters along M with the weight tile multicast). "" or "auto" picks by the number of 128-row
-// tiles against the SM count (rule measured on the H200: bench/NOTES.md, run 7).
+// clusters along M with the weight tile multicast), "gemm" (not fused: the CUTLASS GEMMs of
+// vlattn.linear, then a RoPE + layout pass; see QkvConfig::kGemmRope). "" or "auto" picks by the
+// number of 128-row tiles against the SM count (rule measured on the H200: bench/NOTES.md, run 7).
 QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count,
                       bool even_groups) {
   static const std::pair<const char*, QkvConfig> kNamed[] = {
@@ -112,7 +115,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
       {"splitk3", QkvConfig::kSplitK3}, {"splitk4", QkvConfig::kSplitK4}, {"splitk2d", QkvConfig::kSplitK2D},
       {"splitk3d", QkvConfig::kSplitK3D}, {"splitk4d", QkvConfig::kSplitK4D}, {"m256k1", QkvConfig::kM256K1},
       {"m256k2", QkvConfig::kM256K2},   {"m256k3", QkvConfig::kM256K3},   {"m256k4", QkvConfig::kM256K4},
-      {"c256", QkvConfig::kC256},       {"m128mc", QkvConfig::kM128Mc}};
+      {"c256", QkvConfig::kC256},       {"m128mc", QkvConfig::kM128Mc},   {"gemm", QkvConfig::kGemmRope}};
   for (const auto& [name, cfg] : kNamed)
     if (config == name) return cfg;
   if (!(config.empty() || config == "auto")) {
@@ -120,7 +123,77 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     for (const auto& named : kNamed) names += std::string(", '") + named.first + "'";
     TORCH_CHECK(false, op, ": config must be one of ", names, "; got '", std::string(config), "'");
   }
+  // VLATTN_QKV_GEMM_MIN_M (read once; unset or 0 = never): the automatic choice takes the two-pass
+  // "gemm" config from this many rows on. Off until measured against the fused kernel on the H200.
+  static const long long gemm_min_m = [] {
+    const char* e = std::getenv("VLATTN_QKV_GEMM_MIN_M");
+    return e == nullptr ? 0LL : std::atoll(e);
+  }();
+  if (gemm_min_m > 0 && m >= gemm_min_m) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
+}
+
+// The GEMM config for one projection of the two-pass path: vlattn.linear's wave model over the
+// compiled persistent configs (python/vlattn/dispatch.py, analytic_config: whole waves of tiles, each
+// costing its area over the tile's measured relative efficiency).
+const GemmKernelEntry* pick_gemm(int64_t m, int64_t n, int sm_count) {
+  int count = 0;
+  const GemmKernelEntry* all = gemm_registry(&count);
+  const GemmKernelEntry* best = nullptr;
+  double best_cost = 0.0;
+  for (int i = 0; i < count; ++i) {
+    const GemmKernelEntry& e = all[i];
+    if (std::string(e.scheduler) != "persistent") continue;
+    const bool coop = std::string(e.schedule) == "cooperative";
+    const double eff = (e.tile_m == 128 && e.tile_n == 256 && coop)   ? 1.0
+                       : (e.tile_m == 128 && e.tile_n == 128 && coop) ? 0.95
+                       : (e.tile_m == 64 && e.tile_n == 128)          ? 0.85
+                                                                      : 0.9;
+    const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
+    const int64_t waves = (tiles + sm_count - 1) / std::max(sm_count, 1);
+    const double cost = double(waves) * e.tile_m * e.tile_n / eff;
+    if (best == nullptr || cost < best_cost) best = &e, best_cost = cost;
+  }
+  return best != nullptr ? best : (count > 0 ? &all[0] : nullptr);
+}
+
+// Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into a bf16
+// workspace y [M, heads * 128] from the caching allocator, then one RoPE + head-major store kernel.
+void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
+  const void* y_ptr[kQkvMaxGroups] = {};
+  int64_t ldy[kQkvMaxGroups] = {};
+  at::Tensor y[kQkvMaxGroups];
+  for (int g = 0; g < p.num_groups; ++g) {
+    const QkvGroup& grp = p.groups[g];
+    const int64_t n = int64_t(grp.heads) * kQkvHeadDim;
+    y[g] = at::empty({p.m, n}, x.options());
+    GemmParams gp;
+    gp.a = p.x;
+    gp.b = grp.weight;
+    gp.bias = grp.bias;
+    gp.d = y[g].data_ptr();
+    gp.m = p.m;
+    gp.n = static_cast<int>(n);
+    gp.k = p.k;
+    gp.lda = p.ldx;
+    gp.ldb = grp.ldw;
+    gp.ldd = n;
+    gp.device = x.get_device();
+    gp.sm_count = p.sm_count;
+    gp.stream = p.stream;
+    const GemmKernelEntry* entry = pick_gemm(p.m, n, p.sm_count);
+    TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
+    const size_t ws_bytes = entry->workspace_bytes(gp);
+    at::Tensor workspace;
+    if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
+    const GemmStatus status = entry->run(gp, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
+    TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
+                num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
+    y_ptr[g] = y[g].data_ptr();
+    ldy[g] = n;
+  }
+  const cudaError_t err = qkv_rope_rows_sm90(p, y_ptr, ldy);
+  TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
 void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config) {
@@ -133,8 +206,19 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
     heads += p.groups[g].heads;
     even_groups = even_groups && p.groups[g].heads % 2 == 0;
   }
-  const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups);
+  QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups);
   if (p.m == 0) return;
+  if (cfg == QkvConfig::kGemmRope) {
+    // The CUTLASS epilogue reads the bias with 16-byte loads (the fused kernel has no such need).
+    bool bias_aligned = true;
+    for (int g = 0; g < p.num_groups; ++g)
+      bias_aligned = bias_aligned && reinterpret_cast<uintptr_t>(p.groups[g].bias) % 16 == 0;
+    if (!bias_aligned) {
+      TORCH_CHECK(!(config == "gemm"), op, ": config 'gemm' needs biases that start at 16-byte aligned addresses");
+      cfg = qkv_auto_config(p.m, heads, p.sm_count, even_groups);
+    }
+  }
+  if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x);
   const cudaError_t err = qkv_rope_sm90(p, cfg);
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
 }

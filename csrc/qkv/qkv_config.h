@@ -24,6 +24,13 @@ enum class QkvConfig : int32_t {
   kM256K2 = 11,   // tile is read once per 256 rows (half the weight fill of 128-row tiles)
   kM256K3 = 12,
   kM256K4 = 13,
+  // Not the fused kernel: the projections on the CUTLASS GEMMs of vlattn.linear (bias in their
+  // epilogue, bf16 y[M, N] per group in a workspace), then one kernel applying RoPE to y and storing
+  // head-major (qkv_rope_rows_sm90). Same rounding pattern as the fused epilogue (F.linear's one
+  // rounding, then the reference's RoPE); for large M, where the CUTLASS mainloop is faster (770 vs
+  // ~520 TFLOP/s on the H200) than the extra y round trip costs. Named "gemm"; automatic only with
+  // VLATTN_QKV_GEMM_MIN_M (csrc/ops/qkv.cpp).
+  kGemmRope = 14,
 };
 
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against

@@ -73,5 +73,9 @@ struct QkvParams {
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the
 // host checks should have rejected (kept as a second line of defence).
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
+// Config kGemmRope's second pass: y[g] is group g's projection (bias added, bf16) [M, heads_g * 128]
+// with row stride ldy[g] (a multiple of 8); applies the group's RoPE and stores head-major into
+// groups[g].out, one launch for all groups (programmatic dependent launch after the GEMMs).
+cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy);
 
 }  // namespace vlattn

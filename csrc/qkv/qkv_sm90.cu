@@ -1,6 +1,7 @@
 // Host launcher of the fused QKV projection (csrc/qkv/sm90_qkv_rope.cuh): builds one TMA tensor
 // map for X and one per weight tensor (the callers' own tensors, every call), then launches one
 // CTA per (head tile, row tile). No torch headers here (build notes #7).
+#include <limits>
 #include <type_traits>
 
 #include "launch/pdl.h"
@@ -167,6 +168,28 @@ cudaError_t launch_mc(const QkvParams& p) {
 }  // namespace
 }  // namespace qkv
 
+cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy) {
+  if (p.num_groups < 1 || p.num_groups > kQkvMaxGroups || p.m < 1 || p.batch * p.seq != p.m)
+    return cudaErrorNotSupported;
+  qkv::RopeRowsParams rp;
+  rp.p = p;
+  int heads = 0;
+  for (int g = 0; g < kQkvMaxGroups; ++g) {
+    rp.y[g] = g < p.num_groups ? static_cast<const __nv_bfloat16*>(y[g]) : nullptr;
+    rp.ldy[g] = g < p.num_groups ? ldy[g] : 0;
+    if (g < p.num_groups) {
+      if (p.groups[g].heads < 1 || ldy[g] % 8 || ldy[g] < int64_t(p.groups[g].heads) * kQkvHeadDim ||
+          ldy[g] > std::numeric_limits<int>::max() || y[g] == nullptr)
+        return cudaErrorNotSupported;
+      heads += p.groups[g].heads;
+    }
+  }
+  if (heads > 65535) return cudaErrorNotSupported;
+  const dim3 grid(static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock),
+                  static_cast<unsigned>(heads));
+  return launch_pdl(&qkv::qkv_rope_rows_kernel, grid, dim3(qkv::kRopeRowsThreads), 0, p.stream, 0, rp);
+}
+
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
   if (p.num_groups < 1 || p.num_groups > kQkvMaxGroups || p.m < 1 || p.k < 1 || p.k % 8 || p.ldx % 8 ||
       p.batch * p.seq != p.m)
@@ -188,6 +211,7 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
     case QkvConfig::kM256K2: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 2);
     case QkvConfig::kM256K3: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 3);
     case QkvConfig::kM256K4: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 4);
+    case QkvConfig::kGemmRope: return cudaErrorNotSupported;  // two passes: csrc/ops/qkv.cpp
   }
   return cudaErrorNotSupported;
 }

@@ -833,5 +833,41 @@ __global__ void __launch_bounds__(T::Threads, 1)
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------
+// Config kGemmRope, second pass: RoPE + head-major store of projections computed by the CUTLASS
+// GEMMs (bias already added and rounded to bf16, as F.linear). Block (row tile, head over all
+// groups): kRopeRowsPerBlock rows of one head, read straight from y (rope_store_rows takes any
+// row-pitched bf16 source; y's rows are 16-byte aligned).
+// ---------------------------------------------------------------------------------------------
+constexpr int kRopeRowsPerBlock = 64;
+constexpr int kRopeRowsThreads = 256;
+
+struct RopeRowsParams {
+  QkvParams p;
+  const __nv_bfloat16* y[kQkvMaxGroups];
+  int64_t ldy[kQkvMaxGroups];
+};
+
+__global__ void __launch_bounds__(kRopeRowsThreads)
+    qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsParams const rp) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+  __shared__ float inv_freq[kQkvHeadDim];
+  QkvParams const& p = rp.p;
+  int head = static_cast<int>(blockIdx.y), g = 0;
+  while (g + 1 < p.num_groups && head >= p.groups[g].heads) head -= p.groups[g++].heads;
+  QkvGroup const& grp = p.groups[g];
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, grp.rope, t);  // no global memory
+  pdl_enter();  // y comes from the GEMMs launched just before
+  __syncthreads();
+  const int row0 = static_cast<int>(blockIdx.x) * kRopeRowsPerBlock;
+  const __nv_bfloat16* src = (g == 0 ? rp.y[0] : g == 1 ? rp.y[1] : rp.y[2]) +
+                             int64_t(row0) * (g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2]) +
+                             int64_t(head) * kQkvHeadDim;
+  const int pitch = static_cast<int>(g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2]);
+  rope_store_rows(p, grp, head, row0, 0, kRopeRowsPerBlock, t, kRopeRowsThreads, src, pitch, inv_freq);
+#endif
+}
+
 }  // namespace qkv
 }  // namespace vlattn

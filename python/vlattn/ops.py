@@ -576,8 +576,10 @@ def mrope_qkv(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor | None, k_
     k and v [B, Hkv, S, 128] (v without RoPE). ``config``: "" (by M), "m128", "m64" (persistent
     ping-pong, 128- or 64-row tiles), "splitk2" / "splitk3" / "splitk4" (K split over a cluster; with a
     "d" suffix a 6-stage ring), "m256k1".."m256k4" (256-row tiles, K split over 1..4 CTAs), "c256"
-    (persistent 128 x 256 head-pair tiles, both warpgroups on one tile; even head counts) or "m128mc"
-    (m128 in 2-CTA clusters along M, the weight tile multicast to both CTAs)."""
+    (persistent 128 x 256 head-pair tiles, both warpgroups on one tile; even head counts), "m128mc"
+    (m128 in 2-CTA clusters along M, the weight tile multicast to both CTAs) or "gemm" (not fused: the
+    projections on vlattn.linear's CUTLASS GEMMs with the bias, then one RoPE + layout kernel; the
+    automatic choice takes it from VLATTN_QKV_GEMM_MIN_M rows on, off by default)."""
     _ext.require("vlattn.mrope_qkv")
     return torch.ops.vlattn.mrope_qkv(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
                                       mrope_section=list(mrope_section), config=config)
