@@ -184,9 +184,9 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
       heads += p.groups[g].heads;
     }
   }
-  if (heads > 65535) return cudaErrorNotSupported;
+  if (heads < 1) return cudaErrorNotSupported;
   const dim3 grid(static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock),
-                  static_cast<unsigned>(heads));
+                  static_cast<unsigned>(p.num_groups));
   return launch_pdl(&qkv::qkv_rope_rows_kernel, grid, dim3(qkv::kRopeRowsThreads), 0, p.stream, 0, rp);
 }
 

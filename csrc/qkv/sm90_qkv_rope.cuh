@@ -248,6 +248,64 @@ union Vec8 {
   __nv_bfloat16 h[8];
 };
 
+// cos/sin of channels c0..c0+7 at X row (b, s): read from the tables (kTable), or computed at the
+// 1-D position (kPos1D) or at each channel's t/h/w position (kPos3D). Not called for kNone. They
+// depend on the row and channel only, not on the head.
+CUTLASS_DEVICE void chunk_cos_sin(QkvRope const& rope, RopeMode mode, int b, int s, int c0, const float* inv_freq_of,
+                                  float (&cs)[8], float (&sn)[8]) {
+  if (mode == RopeMode::kTable) {
+    const int64_t base = b * rope.tab_batch_stride + s * rope.tab_seq_stride + c0;
+    const auto* ct = static_cast<const __nv_bfloat16*>(rope.cos);
+    const auto* st = static_cast<const __nv_bfloat16*>(rope.sin);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int64_t off = base + rope.plane_of_channel[c0 + j] * rope.tab_plane_stride + j;
+      cs[j] = __bfloat162float(ct[off]);
+      sn[j] = __bfloat162float(st[off]);
+    }
+  } else if (mode == RopeMode::kPos1D) {  // frequency index is c mod 64 (the reference concatenates freqs twice)
+    const int64_t pos = rope.pos[b * rope.pos_batch_stride + s * rope.pos_seq_stride];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) pos_cos_sin(pos, inv_freq_of[c0 + j], cs[j], sn[j]);
+  } else {  // kPos3D
+    const int64_t* pos = rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const rope::Segment seg = rope::thw_segment(c0 + j, rope.split);
+      pos_cos_sin(pos[seg.index * rope.pos_comp_stride], inv_freq_of[c0 + j], cs[j], sn[j]);
+    }
+  }
+}
+
+// RoPE of channels c0..c0+7 of one head's row (`row` points at its channel 0; x = row[c0..c0+7]).
+CUTLASS_DEVICE Vec8 rope_chunk(QkvRope const& rope, RopeMode mode, const __nv_bfloat16* row, int c0, Vec8 x,
+                               const float (&cs)[8], const float (&sn)[8]) {
+  Vec8 o;
+  if (mode == RopeMode::kPos3D) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int c = c0 + j;
+      const rope::Segment seg = rope::thw_segment(c, rope.split);
+      const rope::Pair pr = rope::rotate_half_pair(c, seg.base, seg.width);
+      const float partner = __bfloat162float(row[pr.partner]);
+      const float rot = pr.sign < 0 ? -partner : partner;
+      o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs[j], sn[j]));
+    }
+  } else {
+    // Full-head rotate-half: channels c0..c0+7 pair with c0+-64..c0+-64+7, one 16-byte read.
+    const bool first_half = c0 < kQkvHeadDim / 2;
+    Vec8 y;
+    y.u = *reinterpret_cast<const uint4*>(row + (first_half ? c0 + kQkvHeadDim / 2 : c0 - kQkvHeadDim / 2));
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float partner = __bfloat162float(y.h[j]);
+      const float rot = first_half ? -partner : partner;
+      o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs[j], sn[j]));
+    }
+  }
+  return o;
+}
+
 // Rows [row_begin, row_end) of a staged tile whose first row is X row `row0`: `nthreads` threads
 // (thread index t) take 16-byte chunks, 16 threads per row.
 CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int head, int row0, int row_begin,
@@ -255,7 +313,6 @@ CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int
                                     const float* inv_freq_of) {
   constexpr int kChunks = kQkvHeadDim / 8;  // 16-byte chunks per row
   const int rows_per_pass = nthreads / kChunks;
-  const QkvRope& rope = p.rope;
   const int chunk = t % kChunks;
   const int c0 = chunk * 8;
   auto* out = static_cast<__nv_bfloat16*>(grp.out);
@@ -269,49 +326,12 @@ CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int
     const __nv_bfloat16* row = staging + r * pitch;
     Vec8 x, o;
     x.u = *reinterpret_cast<const uint4*>(row + c0);
-
     if (grp.rope == RopeMode::kNone) {
       o = x;
-    } else if (grp.rope == RopeMode::kPos3D) {
-      const int64_t* pos = rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int c = c0 + j;
-        const rope::Segment seg = rope::thw_segment(c, rope.split);
-        const rope::Pair pr = rope::rotate_half_pair(c, seg.base, seg.width);
-        float cs, sn;
-        pos_cos_sin(pos[seg.index * rope.pos_comp_stride], inv_freq_of[c], cs, sn);
-        const float partner = __bfloat162float(row[pr.partner]);
-        const float rot = pr.sign < 0 ? -partner : partner;
-        o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs, sn));
-      }
     } else {
-      // Full-head rotate-half: channels c0..c0+7 pair with c0+-64..c0+-64+7, one 16-byte read.
-      const bool first_half = c0 < kQkvHeadDim / 2;
-      Vec8 y;
-      y.u = *reinterpret_cast<const uint4*>(row + (first_half ? c0 + kQkvHeadDim / 2 : c0 - kQkvHeadDim / 2));
       float cs[8], sn[8];
-      if (grp.rope == RopeMode::kTable) {
-        const int64_t base = b * rope.tab_batch_stride + s * rope.tab_seq_stride + c0;
-        const auto* ct = static_cast<const __nv_bfloat16*>(rope.cos);
-        const auto* st = static_cast<const __nv_bfloat16*>(rope.sin);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int64_t off = base + rope.plane_of_channel[c0 + j] * rope.tab_plane_stride + j;
-          cs[j] = __bfloat162float(ct[off]);
-          sn[j] = __bfloat162float(st[off]);
-        }
-      } else {  // kPos1D: frequency index is c mod 64 (the reference concatenates freqs twice)
-        const int64_t pos = rope.pos[b * rope.pos_batch_stride + s * rope.pos_seq_stride];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) pos_cos_sin(pos, inv_freq_of[c0 + j], cs[j], sn[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float partner = __bfloat162float(y.h[j]);
-        const float rot = first_half ? -partner : partner;
-        o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs[j], sn[j]));
-      }
+      chunk_cos_sin(p.rope, grp.rope, b, s, c0, inv_freq_of, cs, sn);
+      o = rope_chunk(p.rope, grp.rope, row, c0, x, cs, sn);
     }
     const int64_t dst = ((int64_t(b) * grp.heads + head) * p.seq + s) * kQkvHeadDim + c0;
     *reinterpret_cast<uint4*>(out + dst) = o.u;
@@ -835,12 +855,12 @@ __global__ void __launch_bounds__(T::Threads, 1)
 
 // ---------------------------------------------------------------------------------------------
 // Config kGemmRope, second pass: RoPE + head-major store of projections computed by the CUTLASS
-// GEMMs (bias already added and rounded to bf16, as F.linear). Block (row tile, head over all
-// groups): kRopeRowsPerBlock rows of one head, read straight from y (rope_store_rows takes any
-// row-pitched bf16 source; y's rows are 16-byte aligned).
+// GEMMs (bias already added and rounded to bf16, as F.linear). Block (16 rows, group): each thread
+// owns one 16-byte chunk of one row, computes its cos/sin once and applies them to every head of the
+// group (the tables are read, and the angles computed, once per row instead of once per head).
 // ---------------------------------------------------------------------------------------------
-constexpr int kRopeRowsPerBlock = 64;
 constexpr int kRopeRowsThreads = 256;
+constexpr int kRopeRowsPerBlock = kRopeRowsThreads / (kQkvHeadDim / 8);  // 16
 
 struct RopeRowsParams {
   QkvParams p;
@@ -853,19 +873,30 @@ __global__ void __launch_bounds__(kRopeRowsThreads)
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
   __shared__ float inv_freq[kQkvHeadDim];
   QkvParams const& p = rp.p;
-  int head = static_cast<int>(blockIdx.y), g = 0;
-  while (g + 1 < p.num_groups && head >= p.groups[g].heads) head -= p.groups[g++].heads;
+  const int g = static_cast<int>(blockIdx.y);
   QkvGroup const& grp = p.groups[g];
   const int t = static_cast<int>(threadIdx.x);
   if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, grp.rope, t);  // no global memory
   pdl_enter();  // y comes from the GEMMs launched just before
   __syncthreads();
-  const int row0 = static_cast<int>(blockIdx.x) * kRopeRowsPerBlock;
-  const __nv_bfloat16* src = (g == 0 ? rp.y[0] : g == 1 ? rp.y[1] : rp.y[2]) +
-                             int64_t(row0) * (g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2]) +
-                             int64_t(head) * kQkvHeadDim;
-  const int pitch = static_cast<int>(g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2]);
-  rope_store_rows(p, grp, head, row0, 0, kRopeRowsPerBlock, t, kRopeRowsThreads, src, pitch, inv_freq);
+  const int m = static_cast<int>(blockIdx.x) * kRopeRowsPerBlock + t / (kQkvHeadDim / 8);
+  if (m >= p.m) return;
+  const int c0 = (t % (kQkvHeadDim / 8)) * 8;
+  const int b = m / p.seq, s = m - b * p.seq;
+  const int64_t ldy = g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2];
+  const __nv_bfloat16* y_row = (g == 0 ? rp.y[0] : g == 1 ? rp.y[1] : rp.y[2]) + int64_t(m) * ldy;
+  auto* out = static_cast<__nv_bfloat16*>(grp.out) + (int64_t(b) * grp.heads * p.seq + s) * kQkvHeadDim + c0;
+  const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
+  float cs[8], sn[8];
+  if (grp.rope != RopeMode::kNone) chunk_cos_sin(p.rope, grp.rope, b, s, c0, inv_freq, cs, sn);
+#pragma unroll 4
+  for (int h = 0; h < grp.heads; ++h) {
+    const __nv_bfloat16* row = y_row + h * kQkvHeadDim;
+    Vec8 x;
+    x.u = *reinterpret_cast<const uint4*>(row + c0);
+    const Vec8 o = grp.rope == RopeMode::kNone ? x : rope_chunk(p.rope, grp.rope, row, c0, x, cs, sn);
+    *reinterpret_cast<uint4*>(out + h * head_stride) = o.u;
+  }
 #endif
 }
 
