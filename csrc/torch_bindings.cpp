@@ -84,6 +84,8 @@ pybind11::list gemm_configs() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "vlattn native kernels (sm_90a); ops are registered under torch.ops.vlattn";
   m.def("gemm_configs", &gemm_configs, "GEMM configs compiled into this build, in registry order");
+  m.def("gemm_analytic_config", &vlattn::gemm_analytic_config,
+        "the wave model's config for M x N x K on sm_count SMs, as the QKV 'gemm' config picks it");
   // Not torch ops: called from the registered Python implementations of the layer ops (vlattn/ops.py)
   // once they chose the native backend, so that the three kernels launch without Python between them.
   m.def("mrope_layer", &vlattn::mrope_layer, "native mrope_self_attention (fused QKV, attention, O projection)");

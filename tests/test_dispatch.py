@@ -8,7 +8,8 @@ import pytest
 
 from vlattn import dispatch
 from vlattn import workloads as W
-from vlattn.gemm_configs import BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, GemmConfig
+from vlattn.gemm_configs import (BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, SPLITS, GemmConfig, expand_splits, is_valid_name,
+                                 parse_name, split_name)
 
 H200_SMS = 132
 STREAMK = "t128x128x64_c1x1_coop_streamk"
@@ -52,9 +53,17 @@ def test_analytic_matches_measured_best(m, n, k, best):
     assert dispatch.analytic_config(m, n, k, H200_SMS) == best
 
 
-def test_analytic_never_picks_stream_k():
+def test_analytic_never_picks_stream_k_heuristic():
+    """Stream-K's own decomposition measured slower on every small-M shape: only its split-K variants."""
     for m in (1, 128, 541, 4096, 16384):
         assert dispatch.analytic_config(m, 3584, 3584, H200_SMS) != STREAMK
+
+
+def test_analytic_splits_only_where_tiles_are_few():
+    for m in (4096, 16384):
+        assert parse_name(dispatch.analytic_config(m, 3584, 3584, H200_SMS))[1] == 1
+    # K too short for any split of >= MIN_KBLOCKS_PER_SPLIT k-blocks: stream-K is not a candidate
+    assert dispatch.analytic_config(128, 512, 256, H200_SMS, {STREAMK}) is None
 
 
 def test_sm_count_is_an_input():
@@ -66,14 +75,14 @@ def test_sm_count_is_an_input():
 
 def test_analytic_stays_in_candidates():
     assert dispatch.analytic_config(128, 3584, 3584, H200_SMS, {DEFAULT_CONFIG, LARGE}) == DEFAULT_CONFIG
-    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS, {STREAMK}) is None
+    assert parse_name(dispatch.analytic_config(128, 3584, 3584, H200_SMS, {STREAMK}))[0] == STREAMK
 
 
 def test_analytic_picks_are_configs_for_every_workload_gemm():
     for w in W.load():
         for _, m, n, k, _ in W.projection_shapes(w):
             for sms in (H200_SMS, 114, 78):
-                assert dispatch.analytic_config(m, n, k, sms) in BY_NAME, (w.name, m, n, k, sms)
+                assert is_valid_name(dispatch.analytic_config(m, n, k, sms)), (w.name, m, n, k, sms)
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,7 +101,8 @@ def test_select_analytic_chooses_among_compiled(no_tuned_table):
 
 
 def test_select_stream_k_only_build_uses_it(no_tuned_table):
-    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, frozenset({STREAMK})) == STREAMK
+    assert parse_name(dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, frozenset({STREAMK})))[0] == STREAMK
+    assert dispatch.select_gemm_config(128, 512, 256, H200_SMS, frozenset({STREAMK})) == STREAMK  # no split fits
 
 
 def test_select_without_default_compiled_stays_in_compiled_set(no_tuned_table):
@@ -113,7 +123,7 @@ def test_select_prefers_tuned_entry_when_compiled(tuned_table):
 def test_committed_tuned_table_names_known_configs():
     dispatch.tuned_table.cache_clear()
     for (m, n, k), name in dispatch.tuned_table().items():
-        assert name in BY_NAME and m >= 0 and n > 0 and k > 0
+        assert is_valid_name(name) and m >= 0 and n > 0 and k > 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -132,7 +142,8 @@ def test_config_name_describes_config(cfg):
     assert {"coop": "cooperative", "pingpong": "pingpong"}[m.group(6)] == cfg.schedule
     assert ("streamk" if m.group(7) else "persistent") == cfg.scheduler
     # Legal by construction: rebuilding it runs the legality checks again.
-    assert GemmConfig(cfg.name, cfg.tile, cfg.cluster, cfg.schedule, cfg.scheduler, cfg.stages) == cfg
+    assert GemmConfig(cfg.name, cfg.tile, cfg.cluster, cfg.schedule, cfg.scheduler, cfg.stages, cfg.efficiency) == cfg
+    assert 0 < cfg.efficiency <= 1
 
 
 def test_config_list_shape():
@@ -154,6 +165,37 @@ def test_config_list_shape():
 def test_illegal_config_rejected(tile, schedule, scheduler):
     with pytest.raises(ValueError, match="bad"):
         GemmConfig("bad", tile, (1, 1), schedule, scheduler)
+
+
+def test_split_names():
+    assert parse_name(STREAMK) == (STREAMK, 1)
+    assert parse_name(split_name(STREAMK, 4)) == (STREAMK, 4) and split_name(STREAMK, 4) == STREAMK + "/splitk4"
+    assert split_name(STREAMK, 1) == STREAMK
+    for bad in (STREAMK + "/splitk1", STREAMK + "/splitk17", STREAMK + "/split4", STREAMK + "/splitkx", STREAMK + "/"):
+        with pytest.raises(ValueError, match="splitk<N>"):
+            parse_name(bad)
+        assert not is_valid_name(bad)
+    assert not is_valid_name(DEFAULT_CONFIG + "/splitk4")  # persistent configs do not split
+    assert not is_valid_name(STREAMK + "/splitk4", frozenset({DEFAULT_CONFIG}))  # not compiled
+    assert is_valid_name(STREAMK + "/splitk16")
+    assert expand_splits([DEFAULT_CONFIG, STREAMK]) == [DEFAULT_CONFIG, STREAMK] + [split_name(STREAMK, s) for s in SPLITS]
+
+
+def test_cpp_wave_model_matches_python():
+    """The QKV 'gemm' config picks its GEMMs in C++ (gemm_analytic_pick): the same choice as
+    dispatch.analytic_config for every projection shape, split-K range and SM count."""
+    from vlattn import _ext
+    if _ext.LOAD_ERROR is not None:
+        pytest.skip(f"extension not loaded: {_ext.LOAD_ERROR}")
+    compiled = [c["name"] for c in _ext._C.gemm_configs()]
+    if set(compiled) != set(BY_NAME):
+        pytest.skip("a VLATTN_GEMM_CONFIGS subset build")
+    shapes = {(m, n, k) for w in W.load() for _, m, n, k, _ in W.projection_shapes(w)}
+    shapes |= {(m, n, k) for m in (1, 64, 127, 128, 129, 256, 300, 512, 613, 1000, 1024, 1568, 2048, 3000, 8192)
+               for n, k in ((512, 3584), (3584, 3584), (1024, 4096), (4096, 4096), (256, 256), (512, 512))}
+    for sms in (H200_SMS, 114, 78, 16):
+        for m, n, k in sorted(shapes):
+            assert _ext._C.gemm_analytic_config(m, n, k, sms) == dispatch.analytic_config(m, n, k, sms), (m, n, k, sms)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,7 +255,7 @@ def test_committed_tuned_table_is_consistent():
     assert table["entries"], "empty tuned table"
     for key, name in table["entries"].items():
         m, n, k = (int(v) for v in key.split(","))
-        assert name in BY_NAME, f"{key}: unknown config {name}"
+        assert is_valid_name(name), f"{key}: unknown config {name}"
         assert (m, n, k) in shapes, f"{key}: not a projection shape of the workloads"
         row = totals[(m, n, k)]
         assert min(row, key=row.get) == name, f"{key}: {name} is not the fastest timed"

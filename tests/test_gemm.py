@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import vlattn
 from vlattn import workloads as W
-from vlattn.gemm_configs import GEMM_CONFIGS
+from vlattn.gemm_configs import GEMM_CONFIGS, SPLITS, split_name
 from conftest import BF16, poisoned, rel_fro, requires_sm90
 
 pytestmark = requires_sm90
@@ -126,6 +126,40 @@ def test_stream_k_deterministic(config, m, n, k):
         assert torch.equal(again, first)
 
 
+SPLIT_SHAPES = [(1, 512, 3584), (128, 3584, 3584), (541, 512, 3584), (1024, 512, 3584), (613, 1024, 4096),
+                (2048, 3584, 3584)]
+
+
+@pytest.mark.parametrize("splits", list(SPLITS) + [16])
+@pytest.mark.parametrize("m,n,k", SPLIT_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in SPLIT_SHAPES])
+def test_split_k(m, n, k, splits):
+    """'<stream-K config>/splitk<N>': K cut into N parts per tile, reduced in a fixed order: matches
+    cuBLAS, and the same bits on every run (a poisoned out each time)."""
+    for config in STREAMK:
+        if config not in vlattn.extension_info()["gemm_configs"]:
+            pytest.skip(f"{config} is not compiled into this build")
+        name = split_name(config, splits)
+        x, weight, b = operands(m, n, k, True)
+        out = poisoned(m, n, device="cuda")
+        vlattn.linear(x, weight, b, out=out, config=name)
+        assert_matches_cublas(out, x, weight, b, f"M={m} N={n} K={k} {name}")
+        again = poisoned(m, n, device="cuda")
+        vlattn.linear(x, weight, b, out=again, config=name)
+        assert torch.equal(again, out), f"{name}: two runs differ"
+
+
+def test_split_k_exact_on_integers():
+    """Integer operands: every partial sum is exact in fp32, so split-K equals the unsplit GEMM bit for bit."""
+    m, n, k = 300, 512, 3584
+    x = torch.randint(-3, 4, (m, k), device="cuda").to(BF16)
+    weight = torch.randint(-3, 4, (n, k), device="cuda").to(BF16)
+    b = torch.randint(-8, 9, (n,), device="cuda").to(BF16)
+    whole = vlattn.linear(x, weight, b, config=GEMM_CONFIGS[0].name)
+    for config in STREAMK:
+        for splits in SPLITS:
+            assert torch.equal(vlattn.linear(x, weight, b, config=split_name(config, splits)), whole), splits
+
+
 # --------------------------------------------------------------------------------------------
 # Empty problems
 # --------------------------------------------------------------------------------------------
@@ -197,7 +231,15 @@ def cuda_randn(*shape, dtype=BF16):
     pytest.param(lambda: {"out": poisoned(M, N, dtype=torch.float32, device="cuda")}, r"out must be bfloat16",
                  id="out-dtype"),
     pytest.param(lambda: {"config": "t1x1x1_c1x1_coop"},
-                 r"config must be one of \[.*\] or empty; got 't1x1x1_c1x1_coop'", id="config-unknown"),
+                 r"config must be one of \[.*\] \(a stream-K one optionally with '/splitk<N>'\) or empty; got 't1x1x1_c1x1_coop'", id="config-unknown"),
+    pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/splitk1"},
+                 r"a config suffix must be '/splitk<N>' with 2 <= N <= 16; got '.*/splitk1'", id="splitk1"),
+    pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/splitk17"},
+                 r"a config suffix must be '/splitk<N>' with 2 <= N <= 16", id="splitk17"),
+    pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/split4"},
+                 r"a config suffix must be '/splitk<N>'", id="split-suffix-typo"),
+    pytest.param(lambda: {"config": "t128x128x64_c1x1_coop/splitk4"},
+                 r"'/splitk<N>' needs a stream-K config; t128x128x64_c1x1_coop is persistent", id="splitk-persistent"),
 ])
 def test_invalid(replace, pattern):
     with pytest.raises(RuntimeError, match=r"vlattn\.linear: " + pattern):

@@ -101,6 +101,11 @@ struct Sm90Gemm {
       // Deterministic fix-up order: two runs on the same inputs give the same bits.
       using Reduction = decltype(args.scheduler.reduction_mode);
       args.scheduler.reduction_mode = Reduction::Deterministic;
+      if (p.splits > 1) {  // plain split-K: every output tile's K range cut into p.splits equal parts
+        using Decomposition = decltype(args.scheduler.decomposition_mode);
+        args.scheduler.splits = p.splits;
+        args.scheduler.decomposition_mode = Decomposition::SplitK;
+      }
     }
     return args;
   }
@@ -125,6 +130,9 @@ struct Sm90Gemm {
   }
 
   static GemmStatus run(const GemmParams& p, void* workspace, size_t workspace_size) {
+    // Only the stream-K scheduler splits K; a persistent config asked to split is refused, not ignored.
+    if (p.splits != 1 && (Cfg::kTileSched != TileSched::kStreamK || p.splits < 1 || p.splits > kMaxGemmSplits))
+      return GemmStatus::kNotSupported;
     auto args = make_arguments(p);
     if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;

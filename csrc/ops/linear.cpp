@@ -3,6 +3,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -45,18 +46,38 @@ void check_matrix_operand(const char* name, const at::Tensor& t, int64_t& ld) {
               " must start at a 16-byte aligned address (TMA); got a view at offset ", num(t.storage_offset()));
 }
 
-const GemmKernelEntry* resolve_config(c10::string_view config) {
+// A config name from python/vlattn/gemm_configs.py, or "<stream-K config>/splitk<N>": that kernel with
+// K split into N parts per output tile (2 <= N <= kMaxGemmSplits). Sets *splits (1 when not split).
+const GemmKernelEntry* resolve_config(c10::string_view config, int* splits) {
   int count = 0;
   const GemmKernelEntry* all = gemm_registry(&count);
   TORCH_CHECK(count > 0, "vlattn.linear: the extension was built with no GEMM configs");
+  *splits = 1;
   if (config.empty()) return &all[0];  // gemm_configs.py keeps the safe default first
   std::string name(config);
+  const size_t slash = name.find('/');
+  if (slash != std::string::npos) {
+    const std::string suffix = name.substr(slash + 1);
+    name = name.substr(0, slash);
+    int n = 0;
+    bool ok = suffix.size() > 6 && suffix.size() <= 8 && suffix.compare(0, 6, "splitk") == 0;
+    for (size_t i = 6; ok && i < suffix.size(); ++i) {
+      ok = suffix[i] >= '0' && suffix[i] <= '9';
+      n = n * 10 + (suffix[i] - '0');
+    }
+    TORCH_CHECK(ok && n >= 2 && n <= kMaxGemmSplits, "vlattn.linear: a config suffix must be '/splitk<N>' with 2 <= N <= ",
+                num(kMaxGemmSplits), "; got '", std::string(config), "'");
+    *splits = n;
+  }
   const GemmKernelEntry* e = find_gemm_kernel(name.c_str());
   if (e == nullptr) {
     std::string names;
     for (int i = 0; i < count; ++i) names += std::string(i ? ", " : "") + all[i].name;
-    TORCH_CHECK(false, "vlattn.linear: config must be one of [", names, "] or empty; got '", name, "'");
+    TORCH_CHECK(false, "vlattn.linear: config must be one of [", names, "] (a stream-K one optionally with '/splitk<N>') ",
+                "or empty; got '", std::string(config), "'");
   }
+  TORCH_CHECK(*splits == 1 || std::string(e->scheduler) == "streamk", "vlattn.linear: '/splitk<N>' needs a stream-K config; ",
+              e->name, " is ", e->scheduler);
   return e;
 }
 
@@ -104,7 +125,8 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   TORCH_CHECK(m <= std::numeric_limits<int>::max() && n <= std::numeric_limits<int>::max() &&
                   k <= std::numeric_limits<int>::max(),
               "vlattn.linear: M, N, K must fit in 32 bits; got M=", num(m), " N=", num(n), " K=", num(k));
-  const GemmKernelEntry* entry = resolve_config(config);
+  int splits = 1;
+  const GemmKernelEntry* entry = resolve_config(config, &splits);
   if (m == 0 || n == 0) return out;
   if (k == 0) return bias.has_value() ? out.copy_(bias->expand_as(out)) : out.zero_();
 
@@ -123,15 +145,58 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   p.device = x.get_device();
   p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
+  p.splits = splits;
 
   const size_t ws_bytes = entry->workspace_bytes(p);
   at::Tensor workspace;  // from the caching allocator: capturable in CUDA graphs
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
   const GemmStatus status = entry->run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
-  TORCH_CHECK(status == GemmStatus::kSuccess, "vlattn.linear: config ", entry->name, " failed for M=", num(m), " N=", num(n),
+  TORCH_CHECK(status == GemmStatus::kSuccess, "vlattn.linear: config ", entry->name,
+              splits > 1 ? "/splitk" + num(splits) : std::string(), " failed for M=", num(m), " N=", num(n),
               " K=", num(k), ": ", gemm_status_string(status));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
+}
+
+GemmPick gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count) {
+  // python/vlattn/dispatch.py (estimated_cost, analytic_config) in C++, over the same candidates in the
+  // same order with the same tie-break; the constants come from gemm_configs.py via the registry.
+  int count = 0;
+  const GemmKernelEntry* all = gemm_registry(&count);
+  const GemmCostModel& model = gemm_cost_model();
+  const int sms = std::max(sm_count, 1);
+  GemmPick best;
+  double best_cost = 0.0;
+  auto consider = [&](const GemmKernelEntry& e, int splits) {
+    const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
+    const int64_t k_blocks = std::max<int64_t>(1, (k + e.tile_k - 1) / e.tile_k);
+    const int64_t waves = (tiles * splits + sms - 1) / sms;
+    double per_unit = double((k_blocks + splits - 1) / splits) + model.tile_overhead_kblocks;
+    if (splits > 1) per_unit += model.split_step_kblocks * (splits - 1);
+    double cost = double(waves) * (double(e.tile_m * e.tile_n) / (128 * 128)) * per_unit / e.efficiency;
+    cost += splits > 1 ? model.split_fixed_kblocks : 0.0;
+    const bool better = best.entry == nullptr || cost < best_cost ||
+                        (cost == best_cost && (splits < best.splits || (splits == best.splits && &e == &all[0] &&
+                                                                        best.entry != &all[0])));
+    if (better) best = GemmPick{&e, splits}, best_cost = cost;
+  };
+  for (int i = 0; i < count; ++i) {
+    const GemmKernelEntry& e = all[i];
+    if (std::string(e.scheduler) == "persistent") {
+      consider(e, 1);
+    } else {
+      const int64_t k_blocks = (k + e.tile_k - 1) / e.tile_k;
+      for (int j = 0; j < model.num_splits; ++j)
+        if (k_blocks >= int64_t(model.splits[j]) * model.min_kblocks_per_split) consider(e, model.splits[j]);
+    }
+  }
+  return best;
+}
+
+std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count) {
+  const GemmPick pick = gemm_analytic_pick(m, n, k, static_cast<int>(sm_count));
+  if (pick.entry == nullptr) return std::string();
+  return std::string(pick.entry->name) + (pick.splits > 1 ? "/splitk" + num(pick.splits) : std::string());
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,

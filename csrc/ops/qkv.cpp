@@ -123,38 +123,14 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     for (const auto& named : kNamed) names += std::string(", '") + named.first + "'";
     TORCH_CHECK(false, op, ": config must be one of ", names, "; got '", std::string(config), "'");
   }
-  // VLATTN_QKV_GEMM_MIN_M (read once; unset or 0 = never): the automatic choice takes the two-pass
-  // "gemm" config from this many rows on. Off until measured against the fused kernel on the H200.
+  // The automatic choice takes the two-pass "gemm" config from kQkvGemmMinRows rows of the launch on
+  // (qkv_config.h); VLATTN_QKV_GEMM_MIN_M=<rows> moves the threshold, 0 turns it off (read once).
   static const long long gemm_min_m = [] {
     const char* e = std::getenv("VLATTN_QKV_GEMM_MIN_M");
-    return e == nullptr ? 0LL : std::atoll(e);
+    return e == nullptr || *e == '\0' ? static_cast<long long>(kQkvGemmMinRows) : std::atoll(e);
   }();
   if (gemm_min_m > 0 && m >= gemm_min_m) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
-}
-
-// The GEMM config for one projection of the two-pass path: vlattn.linear's wave model over the
-// compiled persistent configs (python/vlattn/dispatch.py, analytic_config: whole waves of tiles, each
-// costing its area over the tile's measured relative efficiency).
-const GemmKernelEntry* pick_gemm(int64_t m, int64_t n, int sm_count) {
-  int count = 0;
-  const GemmKernelEntry* all = gemm_registry(&count);
-  const GemmKernelEntry* best = nullptr;
-  double best_cost = 0.0;
-  for (int i = 0; i < count; ++i) {
-    const GemmKernelEntry& e = all[i];
-    if (std::string(e.scheduler) != "persistent") continue;
-    const bool coop = std::string(e.schedule) == "cooperative";
-    const double eff = (e.tile_m == 128 && e.tile_n == 256 && coop)   ? 1.0
-                       : (e.tile_m == 128 && e.tile_n == 128 && coop) ? 0.95
-                       : (e.tile_m == 64 && e.tile_n == 128)          ? 0.85
-                                                                      : 0.9;
-    const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
-    const int64_t waves = (tiles + sm_count - 1) / std::max(sm_count, 1);
-    const double cost = double(waves) * e.tile_m * e.tile_n / eff;
-    if (best == nullptr || cost < best_cost) best = &e, best_cost = cost;
-  }
-  return best != nullptr ? best : (count > 0 ? &all[0] : nullptr);
 }
 
 // Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into a bf16
@@ -181,13 +157,18 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     gp.device = x.get_device();
     gp.sm_count = p.sm_count;
     gp.stream = p.stream;
-    const GemmKernelEntry* entry = pick_gemm(p.m, n, p.sm_count);
+    // vlattn.linear's wave model (gemm_analytic_pick): split-K where the group's tiles are few (K/V
+    // projections at mid M: 8..32 output tiles of a whole K each on 132 SMs).
+    const GemmPick pick = gemm_analytic_pick(p.m, n, p.k, p.sm_count);
+    const GemmKernelEntry* entry = pick.entry;
     TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
+    gp.splits = pick.splits;
     const size_t ws_bytes = entry->workspace_bytes(gp);
     at::Tensor workspace;
     if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
     const GemmStatus status = entry->run(gp, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
-    TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
+    TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, " splits ",
+                num(pick.splits), ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
     y_ptr[g] = y[g].data_ptr();
     ldy[g] = n;

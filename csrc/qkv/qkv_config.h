@@ -28,10 +28,15 @@ enum class QkvConfig : int32_t {
   // epilogue, bf16 y[M, N] per group in a workspace), then one kernel applying RoPE to y and storing
   // head-major (qkv_rope_rows_sm90). Same rounding pattern as the fused epilogue (F.linear's one
   // rounding, then the reference's RoPE); for large M, where the CUTLASS mainloop is faster (770 vs
-  // ~520 TFLOP/s on the H200) than the extra y round trip costs. Named "gemm"; automatic only with
-  // VLATTN_QKV_GEMM_MIN_M (csrc/ops/qkv.cpp).
+  // ~520 TFLOP/s on the H200) than the extra y round trip costs. Named "gemm"; automatic from
+  // kQkvGemmMinRows rows on (VLATTN_QKV_GEMM_MIN_M overrides: csrc/ops/qkv.cpp).
   kGemmRope = 14,
 };
+
+// Rows of one launch (007: B*S; 034: B*Lq for Q, B*Lv for K/V) from which the automatic choice is
+// kGemmRope. H200, 2026-11-30 (probe_qkv, bench/NOTES.md sixth session): gemm 97.9-100.2 us vs fused
+// 103.6-104.0 at 007 M=1024, 875 vs 1066 at M=16384; 034 Lq 512 | Lv 784 137.0 vs 127.6 (fused wins).
+constexpr int64_t kQkvGemmMinRows = 1024;
 
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against
 // the SM count. heads: the launch's total heads (Q + K + V groups); even_groups: every group has an

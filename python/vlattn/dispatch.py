@@ -15,7 +15,9 @@ from importlib import resources
 
 from typing import Iterable
 
-from .gemm_configs import BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, GemmConfig
+from .gemm_configs import (BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, MIN_KBLOCKS_PER_SPLIT, SPLIT_FIXED_KBLOCKS,
+                           SPLIT_STEP_KBLOCKS, SPLITS, TILE_OVERHEAD_KBLOCKS, GemmConfig, is_valid_name, parse_name,
+                           split_name)
 
 _TUNED_FILE = "gemm_tuned_h200.json"
 
@@ -33,42 +35,52 @@ def tuned_table() -> dict[tuple[int, int, int], str]:
         return {}
     table = {}
     for key, name in json.loads(text).get("entries", {}).items():
-        if name in BY_NAME:
+        if is_valid_name(name):
             m, n, k = (int(v) for v in key.split(","))
             table[(m, n, k)] = name
     return table
 
 
-# Relative mainloop throughput of a full tile, by (tile, schedule). Calibrated on the H200 smoke run
-# of 2026-11-30 (all four configs timed on 7 projection shapes, cold L2; bench/NOTES.md): with these,
-# the wave model below picks the measured-best persistent config on every one of those shapes.
-_TILE_EFFICIENCY = {
-    ((128, 256, 64), "cooperative"): 1.0,
-    ((128, 128, 64), "cooperative"): 0.95,
-    ((64, 128, 64), "pingpong"): 0.85,
-}
-
-
-def estimated_cost(config: GemmConfig, m: int, n: int, sm_count: int) -> float:
-    """Wave model: whole waves of persistent tiles, each costing its area over its efficiency.
-    Partial last waves cost a full wave, which is what makes 541 x 3584 (140 tiles of 128x128 on
-    132 SMs) slow with 128x128 and fast with 64x128."""
-    tm, tn, _ = config.tile
+def estimated_cost(config: GemmConfig, m: int, n: int, k: int, sm_count: int, splits: int = 1) -> float:
+    """Wave model, in k-blocks of a 128x128 tile: whole waves of work units (output tiles, times
+    `splits` for split-K), each costing its area x (its k-blocks + the tile overhead) over the config's
+    efficiency; split-K adds one serialized partial per extra split and a fixed per-call cost. Partial
+    last waves cost a full wave, which is what makes 541 x 3584 (140 tiles of 128x128 on 132 SMs)
+    slow with 128x128 and fast with 64x128. csrc/ops/linear.cpp (gemm_analytic_pick) is the same
+    model in C++: tests/test_gemm.py checks that the two agree."""
+    tm, tn, tk = config.tile
     tiles = math.ceil(m / tm) * math.ceil(n / tn)
-    waves = math.ceil(tiles / sm_count)
-    return waves * tm * tn / _TILE_EFFICIENCY.get((config.tile, config.schedule), 0.9)
+    k_blocks = max(1, math.ceil(k / tk))
+    waves = math.ceil(tiles * splits / sm_count)
+    per_unit = math.ceil(k_blocks / splits) + TILE_OVERHEAD_KBLOCKS
+    if splits > 1:
+        per_unit += SPLIT_STEP_KBLOCKS * (splits - 1)
+    cost = waves * (tm * tn / (128 * 128)) * per_unit / config.efficiency
+    return cost + (SPLIT_FIXED_KBLOCKS if splits > 1 else 0.0)
+
+
+def _candidates(k: int, allowed: set[str]):
+    """(config, splits): persistent configs whole, stream-K configs split (their heuristic
+    decomposition is left to the tuned table: slower on every small-M shape measured)."""
+    for c in GEMM_CONFIGS:
+        if c.name not in allowed:
+            continue
+        if c.scheduler == "persistent":
+            yield c, 1
+        else:
+            k_blocks = math.ceil(k / c.tile[2])
+            yield from ((c, s) for s in SPLITS if k_blocks >= s * MIN_KBLOCKS_PER_SPLIT)
 
 
 def analytic_config(m: int, n: int, k: int, sm_count: int, candidates: Iterable[str] | None = None) -> str | None:
-    """The persistent config with the lowest wave-model cost among ``candidates`` (default: all).
-
-    Stream-K is left to the tuned table: on every small-M shape measured (M = 128..541) the 64x128
-    ping-pong tile was faster (e.g. 128x3584x3584: 18.6 µs vs 27.3 µs stream-K, 2026-11-30)."""
-    allowed = set(BY_NAME if candidates is None else candidates)
-    pool = [c for c in GEMM_CONFIGS if c.scheduler == "persistent" and c.name in allowed]
+    """The (config, split) with the lowest wave-model cost among ``candidates`` (default: all
+    compiled configs; a stream-K config in it brings its split variants)."""
+    allowed = set(BY_NAME if candidates is None else (parse_name(c)[0] for c in candidates if is_valid_name(c)))
+    pool = list(_candidates(k, allowed))
     if not pool:
         return None
-    return min(pool, key=lambda c: (estimated_cost(c, m, n, sm_count), c.name != DEFAULT_CONFIG)).name
+    best = min(pool, key=lambda cs: (estimated_cost(cs[0], m, n, k, sm_count, cs[1]), cs[1], cs[0].name != DEFAULT_CONFIG))
+    return split_name(best[0].name, best[1])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -76,9 +88,9 @@ def select_gemm_config(m: int, n: int, k: int, sm_count: int, compiled: frozense
     """`compiled`: the config names this build has (VLATTN_GEMM_CONFIGS can build a subset)."""
     name = tuned_table().get((m, n, k))
     source = "tuned"
-    if name is None or name not in compiled:
+    if name is None or not is_valid_name(name, compiled):
         name, source = analytic_config(m, n, k, sm_count, compiled), "analytic"
-    if name is None:  # nothing persistent compiled: only stream-K builds
+    if name is None:  # no candidate (a stream-K-only build and K too short to split)
         name, source = (DEFAULT_CONFIG if DEFAULT_CONFIG in compiled else min(compiled)), "default"
     if _log_enabled():
         print(f"vlattn: gemm M={m} N={n} K={k} -> {name} ({source})", file=sys.stderr)

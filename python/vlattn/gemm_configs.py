@@ -12,9 +12,14 @@ Why these configs (H200, bf16, K = 3584 or 4096, N = 512..4608):
 - 64x128x64 ping-pong, persistent: mid M. Two warpgroups alternate mainloop and epilogue on
   separate 64-row tiles, hiding the epilogue behind the other's MMAs.
 - 128x128x64 cooperative, stream-K: small M (128..613 tokens), where M/128 x N/128 output tiles
-  are far fewer than 132 SMs and splitting K puts every SM on the weights. Measured slower than the
-  64x128 ping-pong tile on every small-M shape tried so far (2026-11-30), so only a tuned-table
-  entry selects it; kept compiled as the base for the split-K work of the projection GEMMs.
+  are far fewer than 132 SMs and splitting K puts every SM on the weights. With CUTLASS's own
+  (heuristic) decomposition it measured slower than the 64x128 ping-pong tile on every small-M
+  shape (2026-11-30). Named "<config>/splitk<N>" it runs plain split-K instead: every output tile's
+  K cut into N parts, the partials reduced in a workspace in a fixed order (deterministic bits).
+
+Dispatch (vlattn.dispatch and, for the QKV projections' "gemm" config, csrc/ops/linear.cpp) picks by
+a wave model whose constants live here, next to the configs: setup.py writes them into the C++
+registry, so both languages use one set of numbers.
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ class GemmConfig:
     schedule: str  # "cooperative" | "pingpong"
     scheduler: str  # "persistent" | "streamk"
     stages: int = 0  # 0 = as many as fit in shared memory next to the epilogue
+    # Relative mainloop throughput of a full tile (the wave model's divisor; 128x256 cooperative = 1).
+    efficiency: float = 0.9
 
     def __post_init__(self) -> None:
         tm, tn, tk = self.tile
@@ -45,12 +52,61 @@ class GemmConfig:
             raise ValueError(f"{self.name}: CUTLASS's sm90 stream-K needs the cooperative kernel")
 
 
+# Efficiencies calibrated on the H200 smoke run of 2026-11-30 (all configs timed on 7 projection
+# shapes, cold L2; bench/NOTES.md): with them the wave model picks the measured-best persistent config
+# on every one of those shapes.
 GEMM_CONFIGS: tuple[GemmConfig, ...] = (
-    GemmConfig("t128x128x64_c1x1_coop", (128, 128, 64), (1, 1), "cooperative", "persistent"),
-    GemmConfig("t128x256x64_c1x1_coop", (128, 256, 64), (1, 1), "cooperative", "persistent"),
-    GemmConfig("t64x128x64_c1x1_pingpong", (64, 128, 64), (1, 1), "pingpong", "persistent"),
-    GemmConfig("t128x128x64_c1x1_coop_streamk", (128, 128, 64), (1, 1), "cooperative", "streamk"),
+    GemmConfig("t128x128x64_c1x1_coop", (128, 128, 64), (1, 1), "cooperative", "persistent", efficiency=0.95),
+    GemmConfig("t128x256x64_c1x1_coop", (128, 256, 64), (1, 1), "cooperative", "persistent", efficiency=1.0),
+    GemmConfig("t64x128x64_c1x1_pingpong", (64, 128, 64), (1, 1), "pingpong", "persistent", efficiency=0.85),
+    GemmConfig("t128x128x64_c1x1_coop_streamk", (128, 128, 64), (1, 1), "cooperative", "streamk",
+               efficiency=0.95),
 )
+
+# Split-K (stream-K configs only): the split counts dispatch and the tuner consider, and the wave
+# model's costs in units of one k-block (tile_k deep) of a full tile's mainloop.
+SPLITS: tuple[int, ...] = (2, 3, 4, 6, 8)
+MAX_SPLITS = 16  # what a config name may ask for (csrc/launch/gemm_params.h kMaxGemmSplits)
+TILE_OVERHEAD_KBLOCKS = 2.0  # per output tile: pipeline fill and epilogue
+SPLIT_STEP_KBLOCKS = 2.0  # per split after the first: one serialized fp32 partial through the workspace
+SPLIT_FIXED_KBLOCKS = 4.0  # per split-K call: the workspace flags' reset, no PDL for stream-K kernels
+MIN_KBLOCKS_PER_SPLIT = 4  # a split shorter than this is not considered
+
+
+def split_name(base: str, splits: int) -> str:
+    return base if splits == 1 else f"{base}/splitk{splits}"
+
+
+def parse_name(name: str) -> tuple[str, int]:
+    """"<config>" -> (config, 1); "<config>/splitk<N>" -> (config, N). Raises ValueError otherwise."""
+    base, sep, suffix = name.partition("/")
+    if not sep:
+        return base, 1
+    if not (suffix.startswith("splitk") and suffix[6:].isdigit() and 2 <= int(suffix[6:]) <= MAX_SPLITS):
+        raise ValueError(f"config suffix must be '/splitk<N>' with 2 <= N <= {MAX_SPLITS}; got '{name}'")
+    return base, int(suffix[6:])
+
+
+def is_valid_name(name: str, compiled: "frozenset[str] | set[str] | None" = None) -> bool:
+    """A compiled config, or a stream-K one with a legal '/splitk<N>'."""
+    try:
+        base, splits = parse_name(name)
+    except ValueError:
+        return False
+    config = BY_NAME.get(base)
+    if config is None or (compiled is not None and base not in compiled):
+        return False
+    return splits == 1 or config.scheduler == "streamk"
+
+
+def expand_splits(names) -> list[str]:
+    """The names plus every stream-K one's split variants (what the tuner times)."""
+    out = []
+    for n in names:
+        out.append(n)
+        if n in BY_NAME and BY_NAME[n].scheduler == "streamk":
+            out += [split_name(n, s) for s in SPLITS]
+    return out
 
 DEFAULT_CONFIG = "t128x128x64_c1x1_coop"
 

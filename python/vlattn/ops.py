@@ -302,7 +302,8 @@ def gemm_config_for(x: Tensor, weight: Tensor) -> str:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, out: Tensor | None = None,
            config: str | None = None) -> Tensor:
     """``x @ weight.T + bias`` on the sm_90a CUTLASS GEMM (bf16 in/out, fp32 accumulate, one rounding
-    after the bias add). ``config`` names a GEMM config (vlattn.gemm_configs); default: dispatch."""
+    after the bias add). ``config`` names a GEMM config (vlattn.gemm_configs), a stream-K one optionally
+    as "<name>/splitk<N>" (K split into N parts per output tile, 2 <= N <= 16); default: dispatch."""
     _ext.require("vlattn.linear")
     if config is None:
         config = gemm_config_for(x, weight) if x.is_cuda and weight.dim() == 2 else ""
@@ -578,8 +579,9 @@ def mrope_qkv(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor | None, k_
     "d" suffix a 6-stage ring), "m256k1".."m256k4" (256-row tiles, K split over 1..4 CTAs), "c256"
     (persistent 128 x 256 head-pair tiles, both warpgroups on one tile; even head counts), "m128mc"
     (m128 in 2-CTA clusters along M, the weight tile multicast to both CTAs) or "gemm" (not fused: the
-    projections on vlattn.linear's CUTLASS GEMMs with the bias, then one RoPE + layout kernel; the
-    automatic choice takes it from VLATTN_QKV_GEMM_MIN_M rows on, off by default)."""
+    projections on vlattn.linear's CUTLASS GEMMs with the bias, split-K where tiles are few, then one
+    RoPE + layout kernel; the automatic choice takes it from 1024 rows on, VLATTN_QKV_GEMM_MIN_M=<rows>
+    moves that, 0 turns it off)."""
     _ext.require("vlattn.mrope_qkv")
     return torch.ops.vlattn.mrope_qkv(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
                                       mrope_section=list(mrope_section), config=config)

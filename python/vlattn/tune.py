@@ -1,4 +1,5 @@
-"""Measure every compiled GEMM config on the workloads' projection shapes and write the tuned table
+"""Measure every compiled GEMM config (stream-K ones also at each split count of gemm_configs.SPLITS)
+on the workloads' projection shapes and write the tuned table
 that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
 
     python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--problem 007|034|all]
@@ -20,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _ext, bench, workloads
+from .gemm_configs import expand_splits
 from .ops import linear
 
 
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print("vlattn.tune: no CUDA device; tuning needs the GPU it tunes for", file=sys.stderr)
         return 2
     device = torch.device("cuda", torch.cuda.current_device())
-    configs = [c["name"] for c in _ext.require("vlattn.tune").gemm_configs()]
+    configs = expand_splits(c["name"] for c in _ext.require("vlattn.tune").gemm_configs())
     chosen = workloads.load(None if args.problem == "all" else args.problem)
     shapes = bench.dedupe_gemm_shapes((w.name, workloads.projection_shapes(w)) for w in chosen)
     timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed)
