@@ -71,8 +71,7 @@ def write_if_changed(path: pathlib.Path, text: str) -> None:
 def generate_gemm_sources(out_dir: pathlib.Path) -> list[str]:
     configs_mod = _load_module("_vlattn_gemm_configs", ROOT / "python" / "vlattn" / "gemm_configs.py")
     configs = list(configs_mod.GEMM_CONFIGS)
-    m = configs_mod
-    assert len(m.SPLITS) <= 8 and m.MAX_SPLITS == 16, "csrc/launch/gemm_params.h: GemmCostModel::splits, kMaxGemmSplits"
+    assert configs_mod.MAX_SPLITS == 16, "csrc/launch/gemm_params.h: kMaxGemmSplits"
     only = os.environ.get("VLATTN_GEMM_CONFIGS")
     if only:
         wanted = {n.strip() for n in only.split(",") if n.strip()}
@@ -131,11 +130,6 @@ const GemmKernelEntry kEntries[] = {{
 const GemmKernelEntry* gemm_registry(int* count) {{
   *count = static_cast<int>(sizeof(kEntries) / sizeof(kEntries[0]));
   return kEntries;
-}}
-
-const GemmCostModel& gemm_cost_model() {{
-  static const GemmCostModel model = {{{m.TILE_OVERHEAD_KBLOCKS!r}, {m.SPLIT_STEP_KBLOCKS!r}, {m.SPLIT_FIXED_KBLOCKS!r}, {m.MIN_KBLOCKS_PER_SPLIT}, {len(m.SPLITS)}, {{{", ".join(str(v) for v in m.SPLITS)}}}}};
-  return model;
 }}
 
 const GemmKernelEntry* find_gemm_kernel(const char* name) {{

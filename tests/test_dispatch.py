@@ -59,11 +59,11 @@ def test_analytic_never_picks_stream_k_heuristic():
         assert dispatch.analytic_config(m, 3584, 3584, H200_SMS) != STREAMK
 
 
-def test_analytic_splits_only_where_tiles_are_few():
-    for m in (4096, 16384):
-        assert parse_name(dispatch.analytic_config(m, 3584, 3584, H200_SMS))[1] == 1
-    # K too short for any split of >= MIN_KBLOCKS_PER_SPLIT k-blocks: stream-K is not a candidate
-    assert dispatch.analytic_config(128, 512, 256, H200_SMS, {STREAMK}) is None
+def test_analytic_never_splits():
+    """Every '/splitk<N>' measured slower than the best whole-K config (tuner, 2026-11-30)."""
+    for m in (1, 128, 541, 1024, 4096):
+        for n, k in ((512, 3584), (3584, 3584), (1024, 4096)):
+            assert "/" not in dispatch.analytic_config(m, n, k, H200_SMS)
 
 
 def test_sm_count_is_an_input():
@@ -75,7 +75,7 @@ def test_sm_count_is_an_input():
 
 def test_analytic_stays_in_candidates():
     assert dispatch.analytic_config(128, 3584, 3584, H200_SMS, {DEFAULT_CONFIG, LARGE}) == DEFAULT_CONFIG
-    assert parse_name(dispatch.analytic_config(128, 3584, 3584, H200_SMS, {STREAMK}))[0] == STREAMK
+    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS, {STREAMK, STREAMK + "/splitk4"}) is None
 
 
 def test_analytic_picks_are_configs_for_every_workload_gemm():
@@ -101,8 +101,7 @@ def test_select_analytic_chooses_among_compiled(no_tuned_table):
 
 
 def test_select_stream_k_only_build_uses_it(no_tuned_table):
-    assert parse_name(dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, frozenset({STREAMK})))[0] == STREAMK
-    assert dispatch.select_gemm_config(128, 512, 256, H200_SMS, frozenset({STREAMK})) == STREAMK  # no split fits
+    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, frozenset({STREAMK})) == STREAMK
 
 
 def test_select_without_default_compiled_stays_in_compiled_set(no_tuned_table):

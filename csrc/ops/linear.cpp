@@ -159,36 +159,22 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
 }
 
 GemmPick gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count) {
-  // python/vlattn/dispatch.py (estimated_cost, analytic_config) in C++, over the same candidates in the
-  // same order with the same tie-break; the constants come from gemm_configs.py via the registry.
+  // python/vlattn/dispatch.py (estimated_cost, analytic_config) in C++: the persistent configs in
+  // registry order, cost = whole waves x tile area / efficiency (from gemm_configs.py via the
+  // registry), ties to the default (entry 0). Stream-K is never picked (measured slower, split or not).
+  (void)k;
   int count = 0;
   const GemmKernelEntry* all = gemm_registry(&count);
-  const GemmCostModel& model = gemm_cost_model();
-  const int sms = std::max(sm_count, 1);
+  const int64_t sms = std::max(sm_count, 1);
   GemmPick best;
   double best_cost = 0.0;
-  auto consider = [&](const GemmKernelEntry& e, int splits) {
-    const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
-    const int64_t k_blocks = std::max<int64_t>(1, (k + e.tile_k - 1) / e.tile_k);
-    const int64_t waves = (tiles * splits + sms - 1) / sms;
-    double per_unit = double((k_blocks + splits - 1) / splits) + model.tile_overhead_kblocks;
-    if (splits > 1) per_unit += model.split_step_kblocks * (splits - 1);
-    double cost = double(waves) * (double(e.tile_m * e.tile_n) / (128 * 128)) * per_unit / e.efficiency;
-    cost += splits > 1 ? model.split_fixed_kblocks : 0.0;
-    const bool better = best.entry == nullptr || cost < best_cost ||
-                        (cost == best_cost && (splits < best.splits || (splits == best.splits && &e == &all[0] &&
-                                                                        best.entry != &all[0])));
-    if (better) best = GemmPick{&e, splits}, best_cost = cost;
-  };
   for (int i = 0; i < count; ++i) {
     const GemmKernelEntry& e = all[i];
-    if (std::string(e.scheduler) == "persistent") {
-      consider(e, 1);
-    } else {
-      const int64_t k_blocks = (k + e.tile_k - 1) / e.tile_k;
-      for (int j = 0; j < model.num_splits; ++j)
-        if (k_blocks >= int64_t(model.splits[j]) * model.min_kblocks_per_split) consider(e, model.splits[j]);
-    }
+    if (std::string(e.scheduler) != "persistent") continue;
+    const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
+    const int64_t waves = (tiles + sms - 1) / sms;
+    const double cost = double(waves * e.tile_m * e.tile_n) / e.efficiency;
+    if (best.entry == nullptr || cost < best_cost || (cost == best_cost && i == 0)) best.entry = &e, best_cost = cost;
   }
   return best;
 }

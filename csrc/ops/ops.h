@@ -18,7 +18,7 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
                        c10::string_view config, at::Tensor& out);
 
 // The GEMM config the wave model picks for M x N x K (python/vlattn/dispatch.py's analytic_config in
-// C++): entry == nullptr when no config is compiled; splits > 1 for a stream-K config's split-K.
+// C++): entry == nullptr when no persistent config is compiled; splits stays 1 (the rule never splits).
 struct GemmKernelEntry;
 struct GemmPick {
   const GemmKernelEntry* entry = nullptr;

@@ -157,9 +157,13 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     gp.device = x.get_device();
     gp.sm_count = p.sm_count;
     gp.stream = p.stream;
-    // vlattn.linear's wave model (gemm_analytic_pick): split-K where the group's tiles are few (K/V
-    // projections at mid M: 8..32 output tiles of a whole K each on 132 SMs).
-    const GemmPick pick = gemm_analytic_pick(p.m, n, p.k, p.sm_count);
+    // vlattn.linear's wave model (gemm_analytic_pick); a stream-K-only build runs its first config.
+    GemmPick pick = gemm_analytic_pick(p.m, n, p.k, p.sm_count);
+    if (pick.entry == nullptr) {
+      int count = 0;
+      const GemmKernelEntry* all = gemm_registry(&count);
+      pick.entry = count > 0 ? &all[0] : nullptr;
+    }
     const GemmKernelEntry* entry = pick.entry;
     TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
     gp.splits = pick.splits;

@@ -18,8 +18,8 @@ Why these configs (H200, bf16, K = 3584 or 4096, N = 512..4608):
   K cut into N parts, the partials reduced in a workspace in a fixed order (deterministic bits).
 
 Dispatch (vlattn.dispatch and, for the QKV projections' "gemm" config, csrc/ops/linear.cpp) picks by
-a wave model whose constants live here, next to the configs: setup.py writes them into the C++
-registry, so both languages use one set of numbers.
+a wave model whose per-config efficiencies live here: setup.py writes them into the C++ registry, so
+both languages use one set of numbers.
 """
 from __future__ import annotations
 
@@ -63,14 +63,10 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
                efficiency=0.95),
 )
 
-# Split-K (stream-K configs only): the split counts dispatch and the tuner consider, and the wave
-# model's costs in units of one k-block (tile_k deep) of a full tile's mainloop.
+# Split-K (stream-K configs only): the split counts the tuner times. The analytic rule never picks
+# a split (every one measured slower than the best whole-K config; vlattn.dispatch).
 SPLITS: tuple[int, ...] = (2, 3, 4, 6, 8)
 MAX_SPLITS = 16  # what a config name may ask for (csrc/launch/gemm_params.h kMaxGemmSplits)
-TILE_OVERHEAD_KBLOCKS = 2.0  # per output tile: pipeline fill and epilogue
-SPLIT_STEP_KBLOCKS = 2.0  # per split after the first: one serialized fp32 partial through the workspace
-SPLIT_FIXED_KBLOCKS = 4.0  # per split-K call: the workspace flags' reset, no PDL for stream-K kernels
-MIN_KBLOCKS_PER_SPLIT = 4  # a split shorter than this is not considered
 
 
 def split_name(base: str, splits: int) -> str:
