@@ -80,6 +80,7 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
     const long long pair_tiles = tiles / 2;
     kp.num_tiles = static_cast<int>(pair_tiles);
     const int sms = p.sm_count > 0 ? p.sm_count : 132;
+    if (T::SingleTile && pair_tiles > sms) return cudaErrorNotSupported;  // one CTA per tile, or nothing
     const dim3 grid(static_cast<unsigned>(pair_tiles < sms ? pair_tiles : sms));
     return launch_pdl(kernel, grid, dim3(T::Threads), T::SmemBytes, p.stream, 0, kp);
   } else if constexpr (T::SplitK) {
@@ -199,7 +200,14 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
   switch (config) {
     case QkvConfig::kM128: return qkv::launch<qkv::QkvTraits<128, 4>>(p);
     case QkvConfig::kM64: return qkv::launch<qkv::QkvTraits<64, 6>>(p);
-    case QkvConfig::kC256: return qkv::launch<qkv::CoopTraits<3>>(p);
+    case QkvConfig::kC256: {
+      // One wave of head-pair tiles: one CTA per tile, the 4-stage ring with the staging tile over it.
+      long long pairs = 0;
+      for (int g = 0; g < p.num_groups; ++g) pairs += p.groups[g].heads / 2;
+      pairs *= (p.m + 127) / 128;
+      const int sms = p.sm_count > 0 ? p.sm_count : 132;
+      return pairs <= sms ? qkv::launch<qkv::CoopTraits<4, true>>(p) : qkv::launch<qkv::CoopTraits<3>>(p);
+    }
     case QkvConfig::kM128Mc: return qkv::launch_mc<qkv::McTraits<4>>(p);
     case QkvConfig::kSplitK2: return qkv::launch<qkv::SplitKTraits<128, 4>>(p, 2);
     case QkvConfig::kSplitK3: return qkv::launch<qkv::SplitKTraits<128, 4>>(p, 3);

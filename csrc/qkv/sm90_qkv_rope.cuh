@@ -449,9 +449,14 @@ __global__ void __launch_bounds__(T::Threads, 1) qkv_rope_kernel(CUTLASS_GRID_CO
 // traffic of the 128 x 128 tiles (A is read once for two heads), which is what limits the
 // ping-pong kernel at large M (L2 -> SM bandwidth); the epilogue is exposed, but the producer
 // keeps prefetching the next tile's stages under it.
+// SingleTile (the host launches one CTA per tile, the automatic choice's one-wave case): nothing is
+// prefetched under the epilogue, so the staging tile lives over the dead stage buffers and the ring
+// gets a 4th stage (ncu, 007 M=512: with 3 stages the consumers waited on data, 54% of the SM's
+// MMA peak per tile, against 87% for the 4-stage CUTLASS 128x256 GEMM on the same tile).
 // ---------------------------------------------------------------------------------------------
-template <int Stages_>
+template <int Stages_, bool SingleTile_ = false>
 struct CoopTraits {
+  static constexpr bool SingleTile = SingleTile_;
   static constexpr int TileM = 128;
   static constexpr int BN = 2 * kQkvHeadDim;  // a head pair
   static constexpr int BK = 64;
@@ -471,13 +476,26 @@ struct CoopTraits {
   using Pipeline = cutlass::PipelineTmaAsync<Stages>;
   using PipelineState = typename Pipeline::PipelineState;
 
-  struct SharedStorage {
+  struct Ring {
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
-    cute::array_aligned<Element, TileM * StagePitch, 128> staging;
+  };
+  using Staging = cute::array_aligned<Element, TileM * StagePitch, 128>;
+  struct SharedSingle {  // the staging tile over the ring: one tile per CTA, nothing in flight after it
+    union {
+      Ring ring;
+      Staging staging;
+    };
     float inv_freq[kQkvHeadDim];
     typename Pipeline::SharedStorage pipeline;
   };
+  struct SharedPersistent {
+    Ring ring;
+    Staging staging;
+    float inv_freq[kQkvHeadDim];
+    typename Pipeline::SharedStorage pipeline;
+  };
+  using SharedStorage = cute::conditional_t<SingleTile, SharedSingle, SharedPersistent>;
   static constexpr int SmemBytes = int(sizeof(SharedStorage));
   static constexpr uint32_t TxBytes = uint32_t((TileM + BN) * BK * sizeof(Element));
   static_assert(SmemBytes <= 227 * 1024, "sm_90 allows 227 KB of shared memory per CTA");
@@ -522,8 +540,8 @@ __global__ void __launch_bounds__(T::Threads, 1)
         const int n_group = p.groups[c.group].heads * kQkvHeadDim;
         const int pair = c.head / 2;  // B tile index in units of 256 rows
         with_group_tma(kp, c.group, [&](auto const& tma_b) {
-          produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.a.data(),
-                          ss.b.data());
+          produce_tile<T>(kp.tma_a, tma_b, p.m, n_group, p.k, c.m_tile, pair, pipeline, state, ss.ring.a.data(),
+                          ss.ring.b.data());
         });
       }
     }
@@ -534,8 +552,8 @@ __global__ void __launch_bounds__(T::Threads, 1)
   const int t_cons = threadIdx.x - 128;
   typename T::TiledMma mma;
   auto thr = mma.get_thread_slice(t_cons);
-  Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
-  Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
+  Tensor sA = make_tensor(make_smem_ptr(ss.ring.a.data()), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(ss.ring.b.data()), typename T::SmemLayoutB{});
   Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));
   Tensor tCrB = thr.make_fragment_B(thr.partition_B(sB));
   Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
@@ -550,7 +568,11 @@ __global__ void __launch_bounds__(T::Threads, 1)
 
     QkvGroup const& grp = p.groups[c.group];
     const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
-    // The previous tile's RoPE pass may still read the staging tile and inv_freq.
+    // The previous tile's RoPE pass may still read the staging tile and inv_freq. SingleTile: the
+    // staging tile overwrites the ring; every stage was consumed and both warpgroups' wgmma reads
+    // are done (warpgroup_wait<0> in mma_tile) before this barrier; the fence orders the async
+    // proxy's (TMA, wgmma) use of those bytes before the generic stores below.
+    if constexpr (T::SingleTile) cutlass::arch::fence_view_async_shared();
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
     stage_with_bias(acc, tCcC, bias == nullptr ? nullptr : bias + c.head * kQkvHeadDim, staging, T::StagePitch);
     if (t_cons < kQkvHeadDim) ss.inv_freq[t_cons] = channel_inv_freq(p.rope, grp.rope, t_cons);
