@@ -306,8 +306,15 @@ CUTLASS_DEVICE Vec8 rope_chunk(QkvRope const& rope, RopeMode mode, const __nv_bf
   return o;
 }
 
-// Rows [row_begin, row_end) of a staged tile whose first row is X row `row0`: `nthreads` threads
-// (thread index t) take 16-byte chunks, 16 threads per row.
+// Rows [row_begin, row_end) of a staged tile whose first row is X row `row0`, for kHeads heads of
+// one group staged side by side (head h's channel 0 at staging + h * 128): `nthreads` threads
+// (thread index t) take 16-byte chunks, 16 threads per row. A row's cos/sin are read (or computed)
+// once for all kHeads heads, and each iteration takes two row passes whose table loads are all
+// issued before either pass stores: the compiler cannot move a load across a store that may alias
+// it, so one pass per iteration made the epilogue a chain of dependent DRAM round trips (ncu, c256
+// at 007 M=512: ~45% of the kernel outside the MMA floor). kPasses = 1 where registers are short
+// (the split-K kernels spilled with 2).
+template <int kHeads = 1, int kPasses = 2>
 CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int head, int row0, int row_begin,
                                     int row_end, int t, int nthreads, const __nv_bfloat16* staging, int pitch,
                                     const float* inv_freq_of) {
@@ -316,25 +323,34 @@ CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int
   const int chunk = t % kChunks;
   const int c0 = chunk * 8;
   auto* out = static_cast<__nv_bfloat16*>(grp.out);
+  const bool rotate = grp.rope != RopeMode::kNone;
 
 #pragma unroll 1
-  for (int r = row_begin + t / kChunks; r < row_end; r += rows_per_pass) {  // row inside the tile
-    const int m = row0 + r;
-    if (m >= p.m) break;  // rows only grow
-    const int b = m / p.seq;
-    const int s = m - b * p.seq;
-    const __nv_bfloat16* row = staging + r * pitch;
-    Vec8 x, o;
-    x.u = *reinterpret_cast<const uint4*>(row + c0);
-    if (grp.rope == RopeMode::kNone) {
-      o = x;
-    } else {
-      float cs[8], sn[8];
-      chunk_cos_sin(p.rope, grp.rope, b, s, c0, inv_freq_of, cs, sn);
-      o = rope_chunk(p.rope, grp.rope, row, c0, x, cs, sn);
+  for (int r0 = row_begin + t / kChunks; r0 < row_end; r0 += kPasses * rows_per_pass) {  // row inside the tile
+    int b[kPasses], s[kPasses];
+    bool live[kPasses];
+    float cs[kPasses][8], sn[kPasses][8];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int m = row0 + r0 + i * rows_per_pass;
+      live[i] = r0 + i * rows_per_pass < row_end && m < p.m;
+      b[i] = live[i] ? m / p.seq : 0;
+      s[i] = live[i] ? m - b[i] * p.seq : 0;
+      if (live[i] && rotate) chunk_cos_sin(p.rope, grp.rope, b[i], s[i], c0, inv_freq_of, cs[i], sn[i]);
     }
-    const int64_t dst = ((int64_t(b) * grp.heads + head) * p.seq + s) * kQkvHeadDim + c0;
-    *reinterpret_cast<uint4*>(out + dst) = o.u;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      if (!live[i]) continue;
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        const __nv_bfloat16* row = staging + (r0 + i * rows_per_pass) * pitch + h * kQkvHeadDim;
+        Vec8 x, o;
+        x.u = *reinterpret_cast<const uint4*>(row + c0);
+        o = rotate ? rope_chunk(p.rope, grp.rope, row, c0, x, cs[i], sn[i]) : x;
+        const int64_t dst = ((int64_t(b[i]) * grp.heads + head + h) * p.seq + s[i]) * kQkvHeadDim + c0;
+        *reinterpret_cast<uint4*>(out + dst) = o.u;
+      }
+    }
   }
 }
 
@@ -577,9 +593,8 @@ __global__ void __launch_bounds__(T::Threads, 1)
     stage_with_bias(acc, tCcC, bias == nullptr ? nullptr : bias + c.head * kQkvHeadDim, staging, T::StagePitch);
     if (t_cons < kQkvHeadDim) ss.inv_freq[t_cons] = channel_inv_freq(p.rope, grp.rope, t_cons);
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
-    for (int h = 0; h < 2; ++h)
-      rope_store_rows(p, grp, c.head + h, c.m_tile * T::TileM, 0, T::TileM, t_cons, 256,
-                      staging + h * kQkvHeadDim, T::StagePitch, ss.inv_freq);
+    rope_store_rows<2>(p, grp, c.head, c.m_tile * T::TileM, 0, T::TileM, t_cons, 256, staging, T::StagePitch,
+                       ss.inv_freq);
   }
 #endif
 }
@@ -752,8 +767,8 @@ __global__ void __launch_bounds__(T::Threads, 1)
       }
     }
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
-    rope_store_rows(p, grp, c.head, c.m_tile * T::TileM, row_begin, row_end, t, 256, staging, T::StagePitch,
-                    ss.inv_freq);
+    rope_store_rows<1, 1>(p, grp, c.head, c.m_tile * T::TileM, row_begin, row_end, t, 256, staging, T::StagePitch,
+                          ss.inv_freq);
   }
   // No CTA may leave while a peer can still read its partial tile.
   cute::cluster_arrive();
