@@ -1,6 +1,7 @@
 // The native layers with a C++ host path: fused QKV projection -> attention -> O-projection GEMM in
-// one call from Python (vlattn/ops.py takes it for the native backend). Three launches (four with
-// the mask pre-pass), no host synchronization, every buffer from the caching allocator; the host
+// one call from Python (vlattn/ops.py takes it for the native backend). Three launches below 1024
+// rows (four with the mask pre-pass; from 1024 rows the QKV stage is three GEMMs and a RoPE pass,
+// csrc/ops/qkv.cpp), no host synchronization, every buffer from the caching allocator; the host
 // work between the caller and the first launch is what the benchmark's timer sees, so no Python sits
 // between the kernels. The component ops validate their arguments (errors name the argument); the
 // Python caller re-validates with the layer's own messages when this raises.
