@@ -431,3 +431,23 @@ def test_plot_panels_for_qkv_and_attention():
     assert panels[0].series == {"fused": [1.5]} and panels[0].labels == ["B=1,S=128"]
     assert panels[0].reference_line == bench.QKV_TARGET_X and panels[1].series == {"vlattn": [0.9]}
     assert bench.plot_panels(None, None, {"results": []}, None) == []
+
+
+def test_native_graph_column_follows_the_native_backend(monkeypatch):
+    """vlattn:native_graph (the native op replayed from a CUDA graph: GPU time without the host
+    path) comes with the native backend on a CUDA device, is not a PyTorch baseline, and
+    --no-native-graph leaves it out; on the CPU it is skipped with a note."""
+    monkeypatch.setattr(bench.vlattn, "available_backends", lambda device: ("native", "composite"))
+    cuda = torch.device("cuda", 0)
+    impls, notes = bench.resolve_impls(bench.parse_args(["--baselines", ""]), cuda)
+    keys = [i.key for i in impls]
+    assert keys == ["vlattn:native", "vlattn:composite", "vlattn:native_graph"], keys
+    assert not impls[-1].pytorch and impls[-1].needs_cuda and not notes
+    impls, _ = bench.resolve_impls(bench.parse_args(["--baselines", "", "--no-native-graph"]), cuda)
+    assert "vlattn:native_graph" not in [i.key for i in impls]
+    impls, notes = bench.resolve_impls(bench.parse_args(["--baselines", ""]), torch.device("cpu"))
+    assert "vlattn:native_graph" not in [i.key for i in impls]
+    assert any(n.startswith("vlattn:native_graph: skipped") for n in notes), notes
+    # A column of ours: best PyTorch never picks it.
+    records = [_record("007", 0, "vlattn:native_graph", 1.0, pytorch=False), _record("007", 0, "composite_graph", 5.0)]
+    assert bench.best_pytorch(records) == ("composite_graph", 5.0)

@@ -499,6 +499,19 @@ def vlattn_backend_impl(backend: str) -> Impl:
                 description=f"vlattn.<op>(..., backend={backend!r}, out=...)")
 
 
+def vlattn_graph_impl(backend: str) -> Impl:
+    """The public op replayed from a CUDA graph: its GPU time without the host path. Small native
+    layers are bound by their host path, whose speed varies between machines (bench/NOTES.md, sixth
+    session); this column separates the two. Not a PyTorch baseline, not the headline column."""
+
+    def build(case: Case) -> Runner:
+        op = getattr(vlattn, case.op_name)
+        return graph_runner(lambda *a: op(*a, backend=backend), case.args, case.device)
+
+    return Impl(f"vlattn:{backend}_graph", pytorch=False, needs_cuda=True, build=build,
+                description=f"vlattn.<op>(..., backend={backend!r}) replayed from a CUDA graph")
+
+
 def _reference_py(problem: str, op_name: str) -> Callable[..., torch.Tensor]:
     """The seed's own reference.py ``run``; vlattn.reference's bit-identical copy when the seeds
     directory is absent (it does not travel to the device machine)."""
@@ -581,7 +594,13 @@ def baseline_impl(key: str, compile_mode: str) -> Impl:
 def resolve_impls(args: argparse.Namespace, device: torch.device) -> tuple[list[Impl], list[str]]:
     """The impls to run, and one note for each asked-for impl that cannot run here and why."""
     notes: list[str] = []
-    impls = [vlattn_backend_impl(b) for b in _resolve_backends(args.backends, device, notes)]
+    backends = _resolve_backends(args.backends, device, notes)
+    impls = [vlattn_backend_impl(b) for b in backends]
+    if "native" in backends and getattr(args, "native_graph", True):
+        if device.type == "cuda":
+            impls.append(vlattn_graph_impl("native"))
+        else:
+            notes.append("vlattn:native_graph: skipped, needs a CUDA device")
     baselines = _split(args.baselines)
     if args.compile and "compile" not in baselines:
         baselines.append("compile")
@@ -801,12 +820,12 @@ def layer_notes(records: list[dict]) -> list[str]:
 def print_layer_summary(summary: dict) -> None:
     print("\n== layers summary: mean %SOL = mean of T_SOL/T; ×best = geomean of T_best_PyTorch/T ==",
           flush=True)
-    print(f"{'group':<6} {'impl':<18} {'n':>3} {'mean %SOL':>10} {'×best':>8} {'fail':>5} {'err':>4}")
+    print(f"{'group':<6} {'impl':<20} {'n':>3} {'mean %SOL':>10} {'×best':>8} {'fail':>5} {'err':>4}")
     for group, table in summary.items():
         for key, row in table.items():
             pct = f"{row['mean_pct_sol']:9.1f}%" if row["mean_pct_sol"] is not None else f"{'-':>10}"
             x = f"{row['geomean_x_best_pytorch']:7.2f}x" if row["geomean_x_best_pytorch"] is not None else f"{'-':>8}"
-            print(f"{group:<6} {key:<18} {row['n']:>3} {pct} {x} {row['failures']:>5} {row['errors']:>4}")
+            print(f"{group:<6} {key:<20} {row['n']:>3} {pct} {x} {row['failures']:>5} {row['errors']:>4}")
     sys.stdout.flush()
 
 
@@ -1855,6 +1874,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--baselines", default=DEFAULT_BASELINES,
                    help=f"comma list from {','.join(BASELINE_CHOICES)} (default {DEFAULT_BASELINES}; "
                         f"'' for none)")
+    p.add_argument("--no-native-graph", dest="native_graph", action="store_false",
+                   help="leave out vlattn:native_graph (the native op replayed from a CUDA graph: GPU "
+                        "time without the host path)")
     p.add_argument("--compile", action="store_true",
                    help="add torch.compile of the composite as a baseline (compiles per workload)")
     p.add_argument("--compile-mode", default="default",
