@@ -158,15 +158,15 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   return out;
 }
 
-GemmPick gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count) {
+const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, int sm_count) {
   // python/vlattn/dispatch.py (estimated_cost, analytic_config) in C++: the persistent configs in
   // registry order, cost = whole waves x tile area / efficiency (from gemm_configs.py via the
-  // registry), ties to the default (entry 0). Stream-K is never picked (measured slower, split or not).
-  (void)k;
+  // registry), ties to the earlier entry (the default is entry 0). Stream-K is never picked: measured
+  // slower, split or not.
   int count = 0;
   const GemmKernelEntry* all = gemm_registry(&count);
   const int64_t sms = std::max(sm_count, 1);
-  GemmPick best;
+  const GemmKernelEntry* best = nullptr;
   double best_cost = 0.0;
   for (int i = 0; i < count; ++i) {
     const GemmKernelEntry& e = all[i];
@@ -174,15 +174,14 @@ GemmPick gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count) {
     const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
     const int64_t waves = (tiles + sms - 1) / sms;
     const double cost = double(waves * e.tile_m * e.tile_n) / e.efficiency;
-    if (best.entry == nullptr || cost < best_cost || (cost == best_cost && i == 0)) best.entry = &e, best_cost = cost;
+    if (best == nullptr || cost < best_cost) best = &e, best_cost = cost;
   }
   return best;
 }
 
 std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count) {
-  const GemmPick pick = gemm_analytic_pick(m, n, k, static_cast<int>(sm_count));
-  if (pick.entry == nullptr) return std::string();
-  return std::string(pick.entry->name) + (pick.splits > 1 ? "/splitk" + num(pick.splits) : std::string());
+  const GemmKernelEntry* e = gemm_analytic_pick(m, n, k, static_cast<int>(sm_count));
+  return e == nullptr ? std::string() : std::string(e->name);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,

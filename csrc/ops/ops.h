@@ -18,14 +18,10 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
                        c10::string_view config, at::Tensor& out);
 
 // The GEMM config the wave model picks for M x N x K (python/vlattn/dispatch.py's analytic_config in
-// C++): entry == nullptr when no persistent config is compiled; splits stays 1 (the rule never splits).
+// C++; K does not enter the model): nullptr when no persistent config is compiled.
 struct GemmKernelEntry;
-struct GemmPick {
-  const GemmKernelEntry* entry = nullptr;
-  int splits = 1;
-};
-GemmPick gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count);
-// Its name as vlattn.linear takes it ("<config>" or "<config>/splitk<N>"; "" when none).
+const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count);
+// Its name ("" when none).
 std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count);
 
 // Fused QKV projections (csrc/ops/qkv.cpp): head-major q [B, Hq, S, 128], k and v [B, Hkv, S, 128].

@@ -158,21 +158,18 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     gp.sm_count = p.sm_count;
     gp.stream = p.stream;
     // vlattn.linear's wave model (gemm_analytic_pick); a stream-K-only build runs its first config.
-    GemmPick pick = gemm_analytic_pick(p.m, n, p.k, p.sm_count);
-    if (pick.entry == nullptr) {
+    const GemmKernelEntry* entry = gemm_analytic_pick(p.m, n, p.k, p.sm_count);
+    if (entry == nullptr) {
       int count = 0;
       const GemmKernelEntry* all = gemm_registry(&count);
-      pick.entry = count > 0 ? &all[0] : nullptr;
+      entry = count > 0 ? &all[0] : nullptr;
     }
-    const GemmKernelEntry* entry = pick.entry;
     TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
-    gp.splits = pick.splits;
     const size_t ws_bytes = entry->workspace_bytes(gp);
     at::Tensor workspace;
     if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
     const GemmStatus status = entry->run(gp, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
-    TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, " splits ",
-                num(pick.splits), ") failed for M=",
+    TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
     y_ptr[g] = y[g].data_ptr();
     ldy[g] = n;
