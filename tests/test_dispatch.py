@@ -170,7 +170,8 @@ def test_split_names():
     assert parse_name(STREAMK) == (STREAMK, 1)
     assert parse_name(split_name(STREAMK, 4)) == (STREAMK, 4) and split_name(STREAMK, 4) == STREAMK + "/splitk4"
     assert split_name(STREAMK, 1) == STREAMK
-    for bad in (STREAMK + "/splitk1", STREAMK + "/splitk17", STREAMK + "/split4", STREAMK + "/splitkx", STREAMK + "/"):
+    for bad in (STREAMK + "/splitk1", STREAMK + "/splitk17", STREAMK + "/split4", STREAMK + "/splitkx", STREAMK + "/",
+                STREAMK + "/splitk04", STREAMK + "/splitk004", STREAMK + "/splitk²"):
         with pytest.raises(ValueError, match="splitk<N>"):
             parse_name(bad)
         assert not is_valid_name(bad)

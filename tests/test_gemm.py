@@ -236,6 +236,8 @@ def cuda_randn(*shape, dtype=BF16):
                  r"a config suffix must be '/splitk<N>' with 2 <= N <= 16; got '.*/splitk1'", id="splitk1"),
     pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/splitk17"},
                  r"a config suffix must be '/splitk<N>' with 2 <= N <= 16", id="splitk17"),
+    pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/splitk04"},
+                 r"a config suffix must be '/splitk<N>'", id="splitk-leading-zero"),
     pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/split4"},
                  r"a config suffix must be '/splitk<N>'", id="split-suffix-typo"),
     pytest.param(lambda: {"config": "t128x128x64_c1x1_coop/splitk4"},

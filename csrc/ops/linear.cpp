@@ -60,7 +60,8 @@ const GemmKernelEntry* resolve_config(c10::string_view config, int* splits) {
     const std::string suffix = name.substr(slash + 1);
     name = name.substr(0, slash);
     int n = 0;
-    bool ok = suffix.size() > 6 && suffix.size() <= 8 && suffix.compare(0, 6, "splitk") == 0;
+    // "splitk" then 1-2 digits without a leading zero (gemm_configs.parse_name's grammar).
+    bool ok = suffix.size() > 6 && suffix.size() <= 8 && suffix.compare(0, 6, "splitk") == 0 && suffix[6] != '0';
     for (size_t i = 6; ok && i < suffix.size(); ++i) {
       ok = suffix[i] >= '0' && suffix[i] <= '9';
       n = n * 10 + (suffix[i] - '0');

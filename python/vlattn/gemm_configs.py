@@ -23,6 +23,7 @@ both languages use one set of numbers.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 SCHEDULES = ("cooperative", "pingpong")
@@ -78,9 +79,10 @@ def parse_name(name: str) -> tuple[str, int]:
     base, sep, suffix = name.partition("/")
     if not sep:
         return base, 1
-    if not (suffix.startswith("splitk") and suffix[6:].isdigit() and 2 <= int(suffix[6:]) <= MAX_SPLITS):
+    match = re.fullmatch(r"splitk([1-9][0-9]?)", suffix)  # the C++ parser's grammar (csrc/ops/linear.cpp)
+    if match is None or not 2 <= int(match.group(1)) <= MAX_SPLITS:
         raise ValueError(f"config suffix must be '/splitk<N>' with 2 <= N <= {MAX_SPLITS}; got '{name}'")
-    return base, int(suffix[6:])
+    return base, int(match.group(1))
 
 
 def is_valid_name(name: str, compiled: "frozenset[str] | set[str] | None" = None) -> bool:
