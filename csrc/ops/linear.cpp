@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -77,7 +78,7 @@ const GemmKernelEntry* resolve_config(c10::string_view config, int* splits) {
     TORCH_CHECK(false, "vlattn.linear: config must be one of [", names, "] (a stream-K one optionally with '/splitk<N>') ",
                 "or empty; got '", std::string(config), "'");
   }
-  TORCH_CHECK(*splits == 1 || std::string(e->scheduler) == "streamk", "vlattn.linear: '/splitk<N>' needs a stream-K config; ",
+  TORCH_CHECK(*splits == 1 || std::strcmp(e->scheduler, "streamk") == 0, "vlattn.linear: '/splitk<N>' needs a stream-K config; ",
               e->name, " is ", e->scheduler);
   return e;
 }
@@ -148,15 +149,19 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
   p.splits = splits;
 
-  const size_t ws_bytes = entry->workspace_bytes(p);
-  at::Tensor workspace;  // from the caching allocator: capturable in CUDA graphs
-  if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
-  const GemmStatus status = entry->run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
+  const GemmStatus status = run_gemm(*entry, p, x.options());
   TORCH_CHECK(status == GemmStatus::kSuccess, "vlattn.linear: config ", entry->name,
               splits > 1 ? "/splitk" + num(splits) : std::string(), " failed for M=", num(m), " N=", num(n),
               " K=", num(k), ": ", gemm_status_string(status));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
+}
+
+GemmStatus run_gemm(const GemmKernelEntry& entry, const GemmParams& p, const at::TensorOptions& like) {
+  const size_t ws_bytes = entry.workspace_bytes(p);
+  at::Tensor workspace;  // from the caching allocator: capturable in CUDA graphs
+  if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
+  return entry.run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
 }
 
 const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, int sm_count) {
@@ -171,7 +176,7 @@ const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, i
   double best_cost = 0.0;
   for (int i = 0; i < count; ++i) {
     const GemmKernelEntry& e = all[i];
-    if (std::string(e.scheduler) != "persistent") continue;
+    if (std::strcmp(e.scheduler, "persistent") != 0) continue;
     const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
     const int64_t waves = (tiles + sms - 1) / sms;
     const double cost = double(waves * e.tile_m * e.tile_n) / e.efficiency;

@@ -23,6 +23,10 @@ struct GemmKernelEntry;
 const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count);
 // Its name ("" when none).
 std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count);
+// Runs one registry GEMM with its workspace from the caching allocator (device and stream in p).
+struct GemmParams;
+enum class GemmStatus : int;
+GemmStatus run_gemm(const GemmKernelEntry& entry, const GemmParams& p, const at::TensorOptions& like);
 
 // Fused QKV projections (csrc/ops/qkv.cpp): head-major q [B, Hq, S, 128], k and v [B, Hkv, S, 128].
 std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(

@@ -165,10 +165,7 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
       entry = count > 0 ? &all[0] : nullptr;
     }
     TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
-    const size_t ws_bytes = entry->workspace_bytes(gp);
-    at::Tensor workspace;
-    if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, x.options().dtype(at::kByte));
-    const GemmStatus status = entry->run(gp, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
+    const GemmStatus status = run_gemm(*entry, gp, x.options());
     TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
     y_ptr[g] = y[g].data_ptr();
