@@ -246,6 +246,34 @@ def test_gemm_config_by_env(tmp_path, rng_seed):
     assert outs[9].item() == 1, "config='gemm' with a misaligned bias did not raise"
 
 
+_GEMM_STREAMS_SCRIPT = r"""
+import sys, torch, vlattn
+torch.manual_seed(int(sys.argv[2]))
+x = torch.randn(1, 1100, 1024, dtype=torch.bfloat16, device="cuda")
+w = [torch.randn(h * 128, 1024, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (8, 2, 2)]
+b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (8, 2, 2)]
+cos, sin = torch.randn(2, 3, 1, 1100, 128, dtype=torch.bfloat16, device="cuda")
+outs = list(vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin, config="gemm"))
+side = torch.cuda.Stream()  # a caller's non-default stream: the fork and join follow it
+with torch.cuda.stream(side):
+    outs += list(vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin, config="gemm"))
+torch.cuda.synchronize()
+torch.save([t.cpu() for t in outs], sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
+    """The two-pass config's last GEMM on a forked stream (default) gives the bits of the plain
+    one-stream sequence (VLATTN_QKV_GEMM_STREAMS=0), from the default and from a non-default stream."""
+    on = outputs_in_subprocess(_GEMM_STREAMS_SCRIPT, tmp_path / "on.pt", {}, rng_seed)
+    off = outputs_in_subprocess(_GEMM_STREAMS_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_GEMM_STREAMS": "0"}, rng_seed)
+    assert len(on) == len(off) == 6
+    for i, (a, b) in enumerate(zip(on, off)):
+        assert torch.isfinite(a.float()).all(), f"output {i} not finite"
+        assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): side stream vs one stream")
+
+
 @requires_sm90
 @pytest.mark.parametrize("batch,seq", [(0, 5), (2, 0)])
 def test_mrope_zero_rows(batch, seq):

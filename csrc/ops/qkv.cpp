@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Optional.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -133,13 +135,57 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
   return qkv_auto_config(m, heads, sm_count, even_groups);
 }
 
+// The last group's GEMM of the two-pass config runs on a second stream, concurrently with the
+// others (VLATTN_QKV_GEMM_STREAMS=0 turns that off; read once). At 1024-2048 rows the K and V
+// projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs apiece, and Q's 128x256 tiles
+// leave 20 SMs free (H200): side by side they share the machine instead of running back to back.
+bool gemm_side_stream_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLATTN_QKV_GEMM_STREAMS");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+// Fork/join events, one pair per device, created once (outside any graph capture that a later call
+// may run under) and reused: recording an event again is legal once the host moved past the wait.
+struct ForkJoin {
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+ForkJoin& fork_join_events(int device) {
+  constexpr int kMaxDevices = 64;
+  static ForkJoin events[kMaxDevices];
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "vlattn: device index ", num(device), " out of range");
+  ForkJoin& e = events[device];
+  if (e.fork == nullptr) {
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&e.fork, cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&e.join, cudaEventDisableTiming));
+  }
+  return e;
+}
+
 // Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into a bf16
 // workspace y [M, heads * 128] from the caching allocator, then one RoPE + head-major store kernel.
+// With two or more groups, the last group's GEMM is issued first, on a pool stream that forks from and
+// joins back to the caller's stream (CUDA-graph capture follows both); its output is recorded on that
+// stream and its workspace allocated there, so the allocator hands neither out before it is done.
 void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
   const void* y_ptr[kQkvMaxGroups] = {};
   int64_t ldy[kQkvMaxGroups] = {};
   at::Tensor y[kQkvMaxGroups];
-  for (int g = 0; g < p.num_groups; ++g) {
+  const int device = x.get_device();
+  const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
+  c10::optional<c10::cuda::CUDAStream> side_stream;
+  if (side) {
+    side_stream = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+    ForkJoin& ev = fork_join_events(device);
+    C10_CUDA_CHECK(cudaEventRecord(ev.fork, p.stream));
+    C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
+  }
+  for (int i = 0; i < p.num_groups; ++i) {
+    // The side stream's group goes first so that it starts with the others, not after them.
+    const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
+    const bool on_side = side && g == p.num_groups - 1;
     const QkvGroup& grp = p.groups[g];
     const int64_t n = int64_t(grp.heads) * kQkvHeadDim;
     y[g] = at::empty({p.m, n}, x.options());
@@ -154,9 +200,9 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     gp.lda = p.ldx;
     gp.ldb = grp.ldw;
     gp.ldd = n;
-    gp.device = x.get_device();
+    gp.device = device;
     gp.sm_count = p.sm_count;
-    gp.stream = p.stream;
+    gp.stream = on_side ? side_stream->stream() : p.stream;
     // vlattn.linear's wave model (gemm_analytic_pick); a stream-K-only build runs its first config.
     const GemmKernelEntry* entry = gemm_analytic_pick(p.m, n, p.k, p.sm_count);
     if (entry == nullptr) {
@@ -165,11 +211,25 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
       entry = count > 0 ? &all[0] : nullptr;
     }
     TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
-    const GemmStatus status = run_gemm(*entry, gp, x.options());
+    if (on_side) y[g].record_stream(*side_stream);
+    GemmStatus status;
+    if (on_side) {
+      // The side stream current while run_gemm allocates: its workspace is then the side stream's
+      // block, which the allocator hands out again only to work ordered after this GEMM.
+      const c10::cuda::CUDAStreamGuard on(*side_stream);
+      status = run_gemm(*entry, gp, x.options());
+    } else {
+      status = run_gemm(*entry, gp, x.options());
+    }
     TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
     y_ptr[g] = y[g].data_ptr();
     ldy[g] = n;
+  }
+  if (side) {
+    ForkJoin& ev = fork_join_events(device);
+    C10_CUDA_CHECK(cudaEventRecord(ev.join, side_stream->stream()));
+    C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
   const cudaError_t err = qkv_rope_rows_sm90(p, y_ptr, ldy);
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
