@@ -147,14 +147,22 @@ bool gemm_side_stream_enabled() {
   return enabled;
 }
 
-// Fork/join events, one pair per device, created once (outside any graph capture that a later call
-// may run under) and reused: recording an event again is legal once the host moved past the wait.
+// Fork/join events, one pair per device and host thread, created on first use and reused: recording
+// an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
+// sharing one pair could each wait on the other's record.
 struct ForkJoin {
   cudaEvent_t fork = nullptr, join = nullptr;
+  ForkJoin() = default;
+  ForkJoin(const ForkJoin&) = delete;
+  ForkJoin& operator=(const ForkJoin&) = delete;
+  ~ForkJoin() {  // at thread exit; errors (a torn-down context at process exit) are ignored
+    if (fork != nullptr) (void)cudaEventDestroy(fork);
+    if (join != nullptr) (void)cudaEventDestroy(join);
+  }
 };
 ForkJoin& fork_join_events(int device) {
   constexpr int kMaxDevices = 64;
-  static ForkJoin events[kMaxDevices];
+  thread_local ForkJoin events[kMaxDevices];
   TORCH_CHECK(device >= 0 && device < kMaxDevices, "vlattn: device index ", num(device), " out of range");
   ForkJoin& e = events[device];
   if (e.fork == nullptr) {
