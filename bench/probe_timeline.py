@@ -1,0 +1,127 @@
+"""GPU timeline of one native layer call: each kernel's start, duration and the gap before it.
+
+    python3 bench/probe_timeline.py [--reps 5] [--workloads 007:0,007:3,007:7,034:0]
+
+nsys is not on the device machine; torch.profiler's CUDA activity records (CUPTI) give the kernels'
+GPU timestamps. Two modes per workload:
+  ahead  a sleep kernel first, so the host has queued the whole call before the GPU reaches it: the
+         gaps are GPU-side only (launch latency, programmatic dependent launch, stream joins);
+  cold   the bench's timer conditions (queue drained, L2 flushed): gaps include exposed host time.
+Per kernel, the median over --reps calls of: start relative to the call's first kernel, duration, and
+the idle gap since the previous kernel ended (negative = overlap). CUPTI adds host time per launch, so
+the cold mode's gaps are an upper bound; the durations and the ahead mode's gaps are the GPU's.
+"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import vlattn
+from vlattn import workloads as W
+
+SLEEP_CYCLES = 4_000_000  # ~2 ms: longer than any call's host path here
+
+
+def short(name: str) -> str:
+    for key in ("qkv_rope_rows", "qkv_rope_splitk", "qkv_rope_c256", "qkv_rope", "mask_summary", "attention",
+                "nvjet", "device_kernel"):
+        if key in name:
+            return key
+    return name[:40]
+
+
+def layer_fn(w):
+    v = list(W.make_inputs(w, "cuda").values())
+    if w.problem == "007":
+        return lambda: vlattn.mrope_self_attention(*v)
+    return lambda: vlattn.vision_cross_attention(*v)
+
+
+def kernels_of_calls(trace_path, reps):
+    """The kernels of each call: those between one marker fill (the flush before each call) and the
+    next, without the sleep kernel."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    ks = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    calls, cur = [], None
+    for k in ks:
+        n = k["name"]
+        if "FillFunctor" in n and k["dur"] > 5.0:
+            if cur:
+                calls.append(cur)
+            cur = []
+        elif "sleep" in n or "spin" in n:
+            continue
+        elif cur is not None:
+            cur.append(k)
+    if cur:
+        calls.append(cur)
+    return calls[-reps:]
+
+
+def run(fn, reps, ahead, scratch):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for i in range(reps):
+            torch.cuda.synchronize()
+            scratch.fill_(i + 1)  # marker kernel (and the L2 flush)
+            if ahead:
+                torch.cuda._sleep(SLEEP_CYCLES)
+            with torch.profiler.record_function(f"call{i}"):
+                fn()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(path)
+    calls = kernels_of_calls(path, reps)
+    os.unlink(path)
+    return calls
+
+
+def summarize(calls):
+    n = min(len(c) for c in calls)
+    rows = []
+    for j in range(n):
+        starts, durs, gaps = [], [], []
+        for c in calls:
+            t0 = c[0]["ts"]
+            starts.append(c[j]["ts"] - t0)
+            durs.append(c[j]["dur"])
+            gaps.append(c[j]["ts"] - (c[j - 1]["ts"] + c[j - 1]["dur"]) if j else 0.0)
+        rows.append((short(calls[0][j]["name"]), statistics.median(starts), statistics.median(durs),
+                     statistics.median(gaps)))
+    spans = [c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for c in calls]
+    return rows, statistics.median(spans), len(set(len(c) for c in calls)) == 1
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--workloads", default="007:0,007:3,007:7,034:0,034:2")
+    args = ap.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
+    for spec in args.workloads.split(","):
+        problem, index = spec.split(":")
+        w = W.sorted_by_sol(W.load(problem))[int(index)]
+        fn = layer_fn(w)
+        for mode in ("ahead", "cold"):
+            calls = run(fn, args.reps, mode == "ahead", scratch)
+            if not calls or not all(calls):
+                print(f"{w.name} {mode}: no kernels found", flush=True)
+                continue
+            rows, span, same = summarize(calls)
+            print(f"{w.name:28s} {mode:5s} first-kernel-start to last-kernel-end {span:7.1f} us"
+                  f"{'' if same else ' (kernel counts differ between calls)'}", flush=True)
+            for name, start, dur, gap in rows:
+                print(f"    {name:18s} start {start:7.1f}  dur {dur:7.1f}  gap {gap:6.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
