@@ -309,6 +309,20 @@ def test_cross_exact_rounding(positions, config):
 
 
 @requires_sm90
+@pytest.mark.parametrize("hq,hkv", [(10, 5), (9, 1), (3, 3)])
+def test_gemm_rope_pass_head_chunks(hq, hkv):
+    """The two-pass config's RoPE kernel takes up to 4 heads of a group per block: head counts that are
+    not multiples of 4 (a partial last chunk), one head, and more chunks than groups, bitwise against
+    the reference for the table mRoPE (007) and the in-kernel 1-D / t/h/w RoPE (034)."""
+    args = mrope_case(2, 37, hidden=256, hq=hq, hkv=hkv, integer=True, tables="randn")
+    for got, ref, name in zip(run_mrope(args, HF_SECTION, "gemm"), ref_mrope(args, HF_SECTION), "qkv"):
+        assert_bitwise(got, ref, f"{name} 007 hq={hq} hkv={hkv} gemm")
+    cargs = cross_case(2, 21, 45, hidden=256, hq=hq, hkv=hkv, integer=True, positions="random")
+    for got, ref, name in zip(run_cross(cargs, "gemm"), ref_cross(cargs), "qkv"):
+        assert_bitwise(got, ref, f"{name} 034 hq={hq} hkv={hkv} gemm")
+
+
+@requires_sm90
 @pytest.mark.parametrize("batch,lq,lv", SHAPES_034, ids=[f"B{b}-Lq{q}-Lv{v}" for b, q, v in SHAPES_034])
 def test_cross_workload_shapes(batch, lq, lv):
     args = cross_case(batch, lq, lv)

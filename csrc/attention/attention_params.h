@@ -43,6 +43,9 @@ struct AttentionParams {
   bool skip = true;     // with a mask: run the mask-summary pre-pass, skip DEAD tiles where exact and the
                         // mask loads of all-zero tiles (bitwise identical to skip = false). Causal tiles
                         // above the diagonal are always skipped: they contribute exact zeros.
+  bool mask_settled = false;  // the mask is complete before the kernel launched just before this call
+                              // and no kernel of the call's chain writes it (the layers' masks): the
+                              // pre-pass then reads it while that kernel finishes (mask_summary.cuh)
 
   // Scratch for the mask summary (attention_workspace_bytes(p) bytes, 16-byte aligned), from the
   // caller's allocator; nullptr when that size is 0.

@@ -47,6 +47,10 @@ struct MaskSummaryParams {
   int n_chunks, tiles_per_chunk;
   uint8_t* kinds;        // [mask batches, m_blocks, n_blocks]
   uint32_t* live;        // [mask batches, m_blocks, n_chunks, 4] (16-byte aligned)
+  // The mask is complete before the grid launched just before this one started, and that grid does
+  // not write it (a layer's mask: the kernels before the pre-pass only write Q/K/V): the mask is read
+  // before griddepcontrol.wait, concurrently with that grid's tail, and kinds/live are written after it.
+  bool mask_settled;
 };
 
 struct SummaryChunking {
@@ -82,7 +86,13 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
   __shared__ uint8_t tile_flags[kSummaryMaxTilesPerChunk][kWarps];  // bit 0 dead, bit 1 zero
   __shared__ uint8_t row_live[kSummaryThreads / kSlots];             // bit g: row rsub + 16 g
 
-  pdl_enter();  // launch/pdl.h: no global memory access before this
+  // launch/pdl.h: no global memory access before pdl_enter(), except reading a settled mask. The
+  // predecessor passed its own wait before triggering this launch (pdl_enter), so everything before
+  // it is complete; kinds/live may still be memory it uses, so they are written after the wait.
+  if (p.mask_settled)
+    pdl_trigger();
+  else
+    pdl_enter();
   const int chunk = blockIdx.x, m = blockIdx.y, b = blockIdx.z;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int slot = t % kSlots, rsub = t / kSlots;
@@ -168,6 +178,7 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
   for (int o = 1; o < kSlots; o *= 2) live_bits |= __shfl_xor_sync(0xffffffffu, live_bits, o);
   if (slot == 0) row_live[rsub] = uint8_t(live_bits);
   __syncthreads();
+  if (p.mask_settled) pdl_wait();
 
   const int64_t block = int64_t(b) * p.m_blocks + m;
   if (t < n_end - n_begin) {

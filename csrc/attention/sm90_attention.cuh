@@ -1152,7 +1152,8 @@ inline AttentionStatus launch(const AttentionParams& p) {
                          sl.chunking.n_chunks,
                          sl.chunking.tiles_per_chunk,
                          kinds,
-                         live};
+                         live,
+                         p.mask_settled};
     if (launch_pdl(mask_summary_kernel<C::kBlockM, C::kBlockN>, dim3(sl.chunking.n_chunks, sl.m_blocks, sl.mask_batches),
                    dim3(kSummaryThreads), 0, p.stream, 0, sp) != cudaSuccess)
       return AttentionStatus::kLaunchFailed;

@@ -12,7 +12,9 @@
 //     user's tensor may come from the kernel before ours), after which everything is ordered as in
 //     a plain stream launch;
 //   * pdl_enter() also lets the next PDL-launched kernel be scheduled: that kernel's CTAs take only
-//     SMs left free, because the trigger fires once every CTA of this grid has issued it.
+//     SMs left free, because the trigger fires once every CTA of this grid has issued it;
+//   * the one exception is the mask pre-pass inside a layer, which reads the layer's mask (an input no
+//     kernel of the layer writes) before its wait and writes only after it.
 // A predecessor that never triggers (any non-PDL kernel) simply makes the launch an ordinary one.
 // CUTLASS's GEMM kernels follow the same contract when built with CUTLASS_ENABLE_GDC_FOR_SM90.
 //
@@ -26,11 +28,24 @@
 
 namespace vlattn {
 
-__device__ __forceinline__ void pdl_enter() {
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Wait first, then trigger: once a grid's dependent is scheduled, everything before that grid has
+// completed. The mask pre-pass relies on it to read a layer's mask before its own wait
+// (attention/mask_summary.cuh); it costs nothing measurable, the dependent waits for this grid anyway.
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait();
+  pdl_trigger();
 }
 
 inline bool pdl_enabled() {

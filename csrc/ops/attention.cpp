@@ -52,6 +52,14 @@ void check_qkv(const char* name, const at::Tensor& t) {
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale, bool skip) {
+  // A user's mask may come from the kernel just before this call (even one of ours that triggers its
+  // dependents before finishing): the pre-pass reads it only after its wait.
+  return attention_in_layer(q, k, v, mask, causal, scale, skip, false);
+}
+
+at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale,
+                              bool skip, bool mask_settled) {
   check_qkv("q", q);
   check_qkv("k", k);
   check_qkv("v", v);
@@ -113,6 +121,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   p.scale = static_cast<float>(scale_value);
   p.causal = causal;
   p.skip = skip;
+  p.mask_settled = mask_settled;
   p.device = q.get_device();
   p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();

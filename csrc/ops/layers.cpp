@@ -36,7 +36,10 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                              mrope_section, "");
   c10::optional<at::Tensor> mask = attention_mask;
   if (mask.has_value() && mask->size(-1) > 1 && mask->stride(-1) != 1) mask = mask->contiguous();
-  const at::Tensor o = attention(q, k, v, mask, causal, kScale, true);
+  // The mask is settled for the pre-pass: the layer's kernels before it (the QKV projection, or
+  // PyTorch's copy just above, which makes the launch an ordinary one) never write it, and the QKV
+  // kernels pass their PDL wait before triggering (launch/pdl.h).
+  const at::Tensor o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true);
   return output_projection(o, o_weight, o_config, out);
 }
 

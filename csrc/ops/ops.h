@@ -42,6 +42,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
 // GQA attention (csrc/ops/attention.cpp): o [B, Sq, Hq * 128].
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale, bool skip);
+// The layers' call: `mask_settled` says no kernel launched since the call began writes the mask and
+// the one just before passed its PDL wait before triggering (AttentionParams::mask_settled).
+at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale,
+                              bool skip, bool mask_settled);
 
 // The two layers on the native path, host side in C++ (csrc/ops/layers.cpp). `o_config` names the
 // O-projection GEMM config ("" = registry default); out, if given, receives the result.

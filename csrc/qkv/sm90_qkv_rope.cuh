@@ -892,47 +892,70 @@ __global__ void __launch_bounds__(T::Threads, 1)
 
 // ---------------------------------------------------------------------------------------------
 // Config kGemmRope, second pass: RoPE + head-major store of projections computed by the CUTLASS
-// GEMMs (bias already added and rounded to bf16, as F.linear). Block (16 rows, group): each thread
-// owns one 16-byte chunk of one row, computes its cos/sin once and applies them to every head of the
-// group (the tables are read, and the angles computed, once per row instead of once per head).
+// GEMMs (bias already added and rounded to bf16, as F.linear). Block (16 rows, up to kRopeRowsHeads
+// heads of one group): each thread owns one 16-byte chunk of one row, computes its cos/sin once, loads
+// its chunk of every head of the block before using any (all loads in flight together), stages them in
+// shared memory so that the RoPE partners (d +- 64, or the t/h/w segment partners) come from there,
+// and stores each head's rotated chunk. The head chunks spread a group's rows over many blocks: with a
+// whole group per block (28 heads per thread, 4 loads in flight) the pass ran 22 us at 1024 rows of
+// 007 (H200, bench/probe_timeline.py, 2026-11-30), ~3x its memory time.
 // ---------------------------------------------------------------------------------------------
 constexpr int kRopeRowsThreads = 256;
-constexpr int kRopeRowsPerBlock = kRopeRowsThreads / (kQkvHeadDim / 8);  // 16
+constexpr int kRopeRowsChunks = kQkvHeadDim / 8;                        // 16-byte chunks per head row
+constexpr int kRopeRowsPerBlock = kRopeRowsThreads / kRopeRowsChunks;  // 16
+constexpr int kRopeRowsHeads = 4;                                       // heads per block
 
 struct RopeRowsParams {
   QkvParams p;
   const __nv_bfloat16* y[kQkvMaxGroups];
   int64_t ldy[kQkvMaxGroups];
+  int chunk_first[kQkvMaxGroups + 1];  // prefix sums of ceil(heads / kRopeRowsHeads): blockIdx.y -> group
 };
 
 __global__ void __launch_bounds__(kRopeRowsThreads)
     qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsParams const rp) {
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
   __shared__ float inv_freq[kQkvHeadDim];
+  __shared__ alignas(16) __nv_bfloat16 tile[kRopeRowsHeads][kRopeRowsPerBlock][kQkvHeadDim];
   QkvParams const& p = rp.p;
-  const int g = static_cast<int>(blockIdx.y);
+  const int y_block = static_cast<int>(blockIdx.y);
+  int g = 0;
+  while (g + 1 < p.num_groups && y_block >= rp.chunk_first[g + 1]) ++g;
   QkvGroup const& grp = p.groups[g];
+  const int h0 = (y_block - rp.chunk_first[g]) * kRopeRowsHeads;
+  const int heads = min(kRopeRowsHeads, grp.heads - h0);  // uniform over the block
   const int t = static_cast<int>(threadIdx.x);
   if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, grp.rope, t);  // no global memory
   pdl_enter();  // y comes from the GEMMs launched just before
-  __syncthreads();
-  const int m = static_cast<int>(blockIdx.x) * kRopeRowsPerBlock + t / (kQkvHeadDim / 8);
-  if (m >= p.m) return;
-  const int c0 = (t % (kQkvHeadDim / 8)) * 8;
-  const int b = m / p.seq, s = m - b * p.seq;
+  const int r = t / kRopeRowsChunks;
+  const int m = static_cast<int>(blockIdx.x) * kRopeRowsPerBlock + r;
+  const bool live = m < p.m;
+  const int c0 = (t % kRopeRowsChunks) * 8;
   const int64_t ldy = g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2];
   const __nv_bfloat16* y_row = (g == 0 ? rp.y[0] : g == 1 ? rp.y[1] : rp.y[2]) + int64_t(m) * ldy;
-  auto* out = static_cast<__nv_bfloat16*>(grp.out) + (int64_t(b) * grp.heads * p.seq + s) * kQkvHeadDim + c0;
-  const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
+  Vec8 x[kRopeRowsHeads];
+#pragma unroll
+  for (int h = 0; h < kRopeRowsHeads; ++h)
+    if (live && h < heads) x[h].u = *reinterpret_cast<const uint4*>(y_row + (h0 + h) * kQkvHeadDim + c0);
+  const bool rotate = grp.rope != RopeMode::kNone;
+  if (rotate) {
+#pragma unroll
+    for (int h = 0; h < kRopeRowsHeads; ++h)
+      if (live && h < heads) *reinterpret_cast<uint4*>(&tile[h][r][c0]) = x[h].u;
+  }
+  __syncthreads();  // uniform: every thread of the block reaches it (rows past M only skip the loads)
+  if (!live) return;
+  const int b = m / p.seq, s = m - b * p.seq;
   float cs[8], sn[8];
-  if (grp.rope != RopeMode::kNone) chunk_cos_sin(p.rope, grp.rope, b, s, c0, inv_freq, cs, sn);
-#pragma unroll 4
-  for (int h = 0; h < grp.heads; ++h) {
-    const __nv_bfloat16* row = y_row + h * kQkvHeadDim;
-    Vec8 x;
-    x.u = *reinterpret_cast<const uint4*>(row + c0);
-    const Vec8 o = grp.rope == RopeMode::kNone ? x : rope_chunk(p.rope, grp.rope, row, c0, x, cs, sn);
-    *reinterpret_cast<uint4*>(out + h * head_stride) = o.u;
+  if (rotate) chunk_cos_sin(p.rope, grp.rope, b, s, c0, inv_freq, cs, sn);
+  const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
+  auto* out = static_cast<__nv_bfloat16*>(grp.out) + ((int64_t(b) * grp.heads + h0) * p.seq + s) * kQkvHeadDim + c0;
+#pragma unroll
+  for (int h = 0; h < kRopeRowsHeads; ++h) {
+    if (h < heads) {
+      const Vec8 o = rotate ? rope_chunk(p.rope, grp.rope, &tile[h][r][0], c0, x[h], cs, sn) : x[h];
+      *reinterpret_cast<uint4*>(out + h * head_stride) = o.u;
+    }
   }
 #endif
 }
