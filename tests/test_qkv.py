@@ -294,6 +294,24 @@ def test_mrope_strided_tables_and_gqa_1():
         assert_bitwise(got, ref, f"{name} strided tables")
 
 
+@requires_sm90
+@pytest.mark.parametrize("config", ["m128", "splitk2", "c256", "gemm"])
+@pytest.mark.parametrize("layout", ["chunk-aligned", "off-chunk-section", "misaligned-table"])
+def test_mrope_table_read_paths(layout, config):
+    """cos/sin are read 16 bytes at a time when every 8-channel chunk lies in one mRoPE plane and the
+    tables' rows are 16-byte aligned, element-wise otherwise: both paths bitwise against the reference
+    (a section boundary inside a chunk; tables viewed at an odd element offset)."""
+    batch, seq = 2, 70
+    args = mrope_case(batch, seq, hidden=256, hq=4, hkv=2, integer=True, tables="randn")
+    section = [36, 44, 48] if layout == "off-chunk-section" else HF_SECTION
+    if layout == "misaligned-table":
+        wide = torch.randn(3, batch, seq, HEAD_DIM + 1, dtype=BF16, device="cuda")
+        wide2 = torch.randn(3, batch, seq, HEAD_DIM + 1, dtype=BF16, device="cuda")
+        args["cos"], args["sin"] = wide[..., 1:], wide2[..., 1:]
+    for got, ref, name in zip(run_mrope(args, section, config), ref_mrope(args, section), "qkv"):
+        assert_bitwise(got, ref, f"{name} {layout} {config}")
+
+
 # --------------------------------------------------------------------------------------------
 # 034
 # --------------------------------------------------------------------------------------------

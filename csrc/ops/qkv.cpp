@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -132,6 +133,13 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     return e == nullptr || *e == '\0' ? static_cast<long long>(kQkvGemmMinRows) : std::atoll(e);
   }();
   if (gemm_min_m > 0 && m >= gemm_min_m) return QkvConfig::kGemmRope;
+  // Narrow launches (<= 16 heads: 034's K/V) may take it from fewer rows: VLATTN_QKV_GEMM_NARROW_MIN_M
+  // (read once; unset = the same threshold, 0 = never earlier). A measurement knob for now.
+  static const long long narrow_min_m = [] {
+    const char* e = std::getenv("VLATTN_QKV_GEMM_NARROW_MIN_M");
+    return e == nullptr || *e == '\0' ? 0LL : std::atoll(e);
+  }();
+  if (narrow_min_m > 0 && heads <= 16 && m >= narrow_min_m) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
 }
 
@@ -328,6 +336,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   for (size_t i = 0; i < mrope_section.size(); ++i) sections[i] = static_cast<int>(mrope_section[i]);
   for (int c = 0; c < kQkvHeadDim; ++c)
     p.rope.plane_of_channel[c] = static_cast<int8_t>(rope::mrope_plane(c, sections, static_cast<int>(mrope_section.size())));
+  // 16-byte table reads: every 8-channel chunk within one plane (both the seed's and HF's splits) and
+  // 16-byte aligned rows of both tables.
+  bool vec16 = reinterpret_cast<uintptr_t>(p.rope.cos) % 16 == 0 && reinterpret_cast<uintptr_t>(p.rope.sin) % 16 == 0 &&
+               p.rope.tab_plane_stride % 8 == 0 && p.rope.tab_batch_stride % 8 == 0 && p.rope.tab_seq_stride % 8 == 0;
+  for (int c = 0; c < kQkvHeadDim && vec16; ++c) vec16 = p.rope.plane_of_channel[c] == p.rope.plane_of_channel[c & ~7];
+  p.rope.tab_vec16 = vec16;
   launch(op, p, x, config);
   return {q, kk, v};
 }

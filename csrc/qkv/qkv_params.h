@@ -46,6 +46,7 @@ struct QkvRope {
   const void* sin = nullptr;
   int64_t tab_plane_stride = 0, tab_batch_stride = 0, tab_seq_stride = 0;
   int8_t plane_of_channel[kQkvHeadDim] = {};  // 0/1/2 = t/h/w plane, from mrope_section (host)
+  bool tab_vec16 = false;  // each 8-channel chunk in one plane, tables' rows 16-byte aligned: uint4 reads
 
   // kPos1D: int64 pos[b * pos_batch_stride + s * pos_seq_stride], rotate-half over 128 channels.
   // kPos3D: int64 pos[b * pos_batch_stride + s * pos_seq_stride + seg * pos_comp_stride], segment

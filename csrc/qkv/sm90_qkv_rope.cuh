@@ -251,12 +251,27 @@ union Vec8 {
 // cos/sin of channels c0..c0+7 at X row (b, s): read from the tables (kTable), or computed at the
 // 1-D position (kPos1D) or at each channel's t/h/w position (kPos3D). Not called for kNone. They
 // depend on the row and channel only, not on the head.
+// kTableVec: take the 16-byte table reads when rope.tab_vec16 allows (the RoPE pass only: in the fused
+// kernels' epilogues the extra path costs registers, a 4-byte spill in the coop kernels).
+template <bool kTableVec = false>
 CUTLASS_DEVICE void chunk_cos_sin(QkvRope const& rope, RopeMode mode, int b, int s, int c0, const float* inv_freq_of,
                                   float (&cs)[8], float (&sn)[8]) {
   if (mode == RopeMode::kTable) {
     const int64_t base = b * rope.tab_batch_stride + s * rope.tab_seq_stride + c0;
     const auto* ct = static_cast<const __nv_bfloat16*>(rope.cos);
     const auto* st = static_cast<const __nv_bfloat16*>(rope.sin);
+    if (kTableVec && rope.tab_vec16) {  // the chunk's 8 channels share a plane: one 16-byte read per table
+      const int64_t off = base + rope.plane_of_channel[c0] * rope.tab_plane_stride;
+      Vec8 c8, s8;
+      c8.u = __ldg(reinterpret_cast<const uint4*>(ct + off));
+      s8.u = __ldg(reinterpret_cast<const uint4*>(st + off));
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        cs[j] = __bfloat162float(c8.h[j]);
+        sn[j] = __bfloat162float(s8.h[j]);
+      }
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t off = base + rope.plane_of_channel[c0 + j] * rope.tab_plane_stride + j;
@@ -947,7 +962,7 @@ __global__ void __launch_bounds__(kRopeRowsThreads)
   if (!live) return;
   const int b = m / p.seq, s = m - b * p.seq;
   float cs[8], sn[8];
-  if (rotate) chunk_cos_sin(p.rope, grp.rope, b, s, c0, inv_freq, cs, sn);
+  if (rotate) chunk_cos_sin<true>(p.rope, grp.rope, b, s, c0, inv_freq, cs, sn);
   const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
   auto* out = static_cast<__nv_bfloat16*>(grp.out) + ((int64_t(b) * grp.heads + h0) * p.seq + s) * kQkvHeadDim + c0;
 #pragma unroll
