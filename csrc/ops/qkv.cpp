@@ -133,13 +133,6 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     return e == nullptr || *e == '\0' ? static_cast<long long>(kQkvGemmMinRows) : std::atoll(e);
   }();
   if (gemm_min_m > 0 && m >= gemm_min_m) return QkvConfig::kGemmRope;
-  // Narrow launches (<= 16 heads: 034's K/V) may take it from fewer rows: VLATTN_QKV_GEMM_NARROW_MIN_M
-  // (read once; unset = the same threshold, 0 = never earlier). A measurement knob for now.
-  static const long long narrow_min_m = [] {
-    const char* e = std::getenv("VLATTN_QKV_GEMM_NARROW_MIN_M");
-    return e == nullptr || *e == '\0' ? 0LL : std::atoll(e);
-  }();
-  if (narrow_min_m > 0 && heads <= 16 && m >= narrow_min_m) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
 }
 
