@@ -7,7 +7,7 @@
 #   final: all, then sanitize
 #   probe: build, run the GPU tests given as args (or PROBE_TESTS), then each `;`-separated
 #          command of PROBE_CMDS (e.g. "python3 bench/probe_qkv.py --iters 10"), logs under $OUT.
-#   all runs the PROBE_CMDS too when set (after the bench).
+#   all and final run the PROBE_CMDS too when set (after the bench / the sanitizers).
 # Logs end up in $OUT/logs.tar.gz (the device tool returns at most 8 files); JSON, junit.xml, plots
 # and summary.txt stay as they are.
 # Environment: OUT, CALL_BUDGET_S (default 560: caps every stage's timeout), MAX_JOBS (default 16),
@@ -138,7 +138,7 @@ case "$what" in
   sanitize) build; run_sanitize ;;
   probe) build; run_probe "$@" ;;
   all) build; run_tests "$@"; run_bench; [ -z "${PROBE_CMDS:-}" ] || run_probe ;;
-  final) build; run_tests "$@"; run_bench; run_sanitize ;;
+  final) build; run_tests "$@"; run_bench; run_sanitize; [ -z "${PROBE_CMDS:-}" ] || run_probe ;;
   *) echo "usage: $0 [all|final|build|test|bench|tune|sanitize|probe]"; exit 2 ;;
 esac
 log "done status=$status"
