@@ -175,10 +175,6 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
   qkv::RopeRowsParams rp;
   rp.p = p;
   int heads = 0;
-  bool positions = false;  // a group computes its cos/sin from positions
-  for (int g = 0; g < p.num_groups && g < kQkvMaxGroups; ++g)
-    positions = positions || p.groups[g].rope == RopeMode::kPos1D || p.groups[g].rope == RopeMode::kPos3D;
-  const int per_block = positions ? qkv::kRopeRowsHeadsPos : qkv::kRopeRowsHeadsTable;
   rp.chunk_first[0] = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g) {
     rp.y[g] = g < p.num_groups ? static_cast<const __nv_bfloat16*>(y[g]) : nullptr;
@@ -191,15 +187,12 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
     }
     rp.chunk_first[g + 1] =
         rp.chunk_first[g] +
-        (g < p.num_groups ? (p.groups[g].heads + per_block - 1) / per_block : 0);
+        (g < p.num_groups ? (p.groups[g].heads + qkv::kRopeRowsHeads - 1) / qkv::kRopeRowsHeads : 0);
   }
   if (heads < 1) return cudaErrorNotSupported;
   const dim3 grid(static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock),
                   static_cast<unsigned>(rp.chunk_first[p.num_groups]));
-  return positions ? launch_pdl(&qkv::qkv_rope_rows_kernel<qkv::kRopeRowsHeadsPos>, grid,
-                                dim3(qkv::kRopeRowsThreads), 0, p.stream, 0, rp)
-                   : launch_pdl(&qkv::qkv_rope_rows_kernel<qkv::kRopeRowsHeadsTable>, grid,
-                                dim3(qkv::kRopeRowsThreads), 0, p.stream, 0, rp);
+  return launch_pdl(&qkv::qkv_rope_rows_kernel, grid, dim3(qkv::kRopeRowsThreads), 0, p.stream, 0, rp);
 }
 
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {

@@ -907,7 +907,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
 
 // ---------------------------------------------------------------------------------------------
 // Config kGemmRope, second pass: RoPE + head-major store of projections computed by the CUTLASS
-// GEMMs (bias already added and rounded to bf16, as F.linear). Block (16 rows, up to kHeads
+// GEMMs (bias already added and rounded to bf16, as F.linear). Block (16 rows, up to kRopeRowsHeads
 // heads of one group): each thread owns one 16-byte chunk of one row, computes its cos/sin once, loads
 // its chunk of every head of the block before using any (all loads in flight together), stages them in
 // shared memory so that the RoPE partners (d +- 64, or the t/h/w segment partners) come from there,
@@ -918,32 +918,30 @@ __global__ void __launch_bounds__(T::Threads, 1)
 constexpr int kRopeRowsThreads = 256;
 constexpr int kRopeRowsChunks = kQkvHeadDim / 8;                        // 16-byte chunks per head row
 constexpr int kRopeRowsPerBlock = kRopeRowsThreads / kRopeRowsChunks;  // 16
-// Heads per block: 4 for the table mode (memory-bound); 8 where cos/sin are computed (1-D and t/h/w
-// positions: each block computes its rows' angles once, so more heads per block means fewer accurate
-// sincosf per element; at 4 the 034 passes were instruction-bound, H200 ncu 2026-11-30).
-constexpr int kRopeRowsHeadsTable = 4;
-constexpr int kRopeRowsHeadsPos = 8;
+// Heads per block. 8 for the position-based modes (half the accurate sincosf per element) measured
+// slower on the H200 (034 Lq 1024 passes 16 -> 20 us and 21 -> 34 us, 2026-11-30, bench/NOTES.md):
+// the occupancy (3 blocks per SM) and block count fall more than the instructions do.
+constexpr int kRopeRowsHeads = 4;
 
 struct RopeRowsParams {
   QkvParams p;
   const __nv_bfloat16* y[kQkvMaxGroups];
   int64_t ldy[kQkvMaxGroups];
-  int chunk_first[kQkvMaxGroups + 1];  // prefix sums of ceil(heads / kHeads): blockIdx.y -> group
+  int chunk_first[kQkvMaxGroups + 1];  // prefix sums of ceil(heads / kRopeRowsHeads): blockIdx.y -> group
 };
 
-template <int kHeads>
 __global__ void __launch_bounds__(kRopeRowsThreads)
     qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsParams const rp) {
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
   __shared__ float inv_freq[kQkvHeadDim];
-  __shared__ alignas(16) __nv_bfloat16 tile[kHeads][kRopeRowsPerBlock][kQkvHeadDim];
+  __shared__ alignas(16) __nv_bfloat16 tile[kRopeRowsHeads][kRopeRowsPerBlock][kQkvHeadDim];
   QkvParams const& p = rp.p;
   const int y_block = static_cast<int>(blockIdx.y);
   int g = 0;
   while (g + 1 < p.num_groups && y_block >= rp.chunk_first[g + 1]) ++g;
   QkvGroup const& grp = p.groups[g];
-  const int h0 = (y_block - rp.chunk_first[g]) * kHeads;
-  const int heads = min(kHeads, grp.heads - h0);  // uniform over the block
+  const int h0 = (y_block - rp.chunk_first[g]) * kRopeRowsHeads;
+  const int heads = min(kRopeRowsHeads, grp.heads - h0);  // uniform over the block
   const int t = static_cast<int>(threadIdx.x);
   if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, grp.rope, t);  // no global memory
   pdl_enter();  // y comes from the GEMMs launched just before
@@ -953,14 +951,14 @@ __global__ void __launch_bounds__(kRopeRowsThreads)
   const int c0 = (t % kRopeRowsChunks) * 8;
   const int64_t ldy = g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2];
   const __nv_bfloat16* y_row = (g == 0 ? rp.y[0] : g == 1 ? rp.y[1] : rp.y[2]) + int64_t(m) * ldy;
-  Vec8 x[kHeads];
+  Vec8 x[kRopeRowsHeads];
 #pragma unroll
-  for (int h = 0; h < kHeads; ++h)
+  for (int h = 0; h < kRopeRowsHeads; ++h)
     if (live && h < heads) x[h].u = *reinterpret_cast<const uint4*>(y_row + (h0 + h) * kQkvHeadDim + c0);
   const bool rotate = grp.rope != RopeMode::kNone;
   if (rotate) {
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h)
+    for (int h = 0; h < kRopeRowsHeads; ++h)
       if (live && h < heads) *reinterpret_cast<uint4*>(&tile[h][r][c0]) = x[h].u;
   }
   __syncthreads();  // uniform: every thread of the block reaches it (rows past M only skip the loads)
@@ -971,7 +969,7 @@ __global__ void __launch_bounds__(kRopeRowsThreads)
   const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
   auto* out = static_cast<__nv_bfloat16*>(grp.out) + ((int64_t(b) * grp.heads + h0) * p.seq + s) * kQkvHeadDim + c0;
 #pragma unroll
-  for (int h = 0; h < kHeads; ++h) {
+  for (int h = 0; h < kRopeRowsHeads; ++h) {
     if (h < heads) {
       const Vec8 o = rotate ? rope_chunk(p.rope, grp.rope, &tile[h][r][0], c0, x[h], cs, sn) : x[h];
       *reinterpret_cast<uint4*>(out + h * head_stride) = o.u;
