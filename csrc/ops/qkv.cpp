@@ -173,15 +173,22 @@ ForkJoin& fork_join_events(int device) {
   return e;
 }
 
-// Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into a bf16
-// workspace y [M, heads * 128] from the caching allocator, then one RoPE + head-major store kernel.
-// With two or more groups, the last group's GEMM is issued first, on a pool stream that forks from and
-// joins back to the caller's stream (CUDA-graph capture follows both); its output is recorded on that
-// stream and its workspace allocated there, so the allocator hands neither out before it is done.
+// Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into its columns
+// of one bf16 workspace y [M, all heads * 128] from the caching allocator, then one RoPE + head-major
+// store kernel. With two or more groups, the last group's GEMM is issued first, on a pool stream that
+// forks from and joins back to the caller's stream (CUDA-graph capture follows both). y belongs to the
+// caller's stream and needs no record_stream: the side stream uses it only before the join, and
+// everything the caller's stream does after the call, reuse of y's block included, is ordered after
+// the join. The side GEMM's own workspace is allocated on the side stream (run_gemm frees it on
+// return, while that GEMM may still run), so only later side-stream work can reuse it.
 void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
   const void* y_ptr[kQkvMaxGroups] = {};
   int64_t ldy[kQkvMaxGroups] = {};
-  at::Tensor y[kQkvMaxGroups];
+  int64_t col0[kQkvMaxGroups + 1] = {};  // first column of each group in y
+  for (int g = 0; g < p.num_groups; ++g) col0[g + 1] = col0[g] + int64_t(p.groups[g].heads) * kQkvHeadDim;
+  const int64_t ld = col0[p.num_groups];
+  const at::Tensor y = at::empty({p.m, ld}, x.options());
+  at::BFloat16* y_base = y.data_ptr<at::BFloat16>();
   const int device = x.get_device();
   const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
   c10::optional<c10::cuda::CUDAStream> side_stream;
@@ -197,18 +204,17 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     const bool on_side = side && g == p.num_groups - 1;
     const QkvGroup& grp = p.groups[g];
     const int64_t n = int64_t(grp.heads) * kQkvHeadDim;
-    y[g] = at::empty({p.m, n}, x.options());
     GemmParams gp;
     gp.a = p.x;
     gp.b = grp.weight;
     gp.bias = grp.bias;
-    gp.d = y[g].data_ptr();
+    gp.d = y_base + col0[g];
     gp.m = p.m;
     gp.n = static_cast<int>(n);
     gp.k = p.k;
     gp.lda = p.ldx;
     gp.ldb = grp.ldw;
-    gp.ldd = n;
+    gp.ldd = ld;
     gp.device = device;
     gp.sm_count = p.sm_count;
     gp.stream = on_side ? side_stream->stream() : p.stream;
@@ -220,7 +226,6 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
       entry = count > 0 ? &all[0] : nullptr;
     }
     TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
-    if (on_side) y[g].record_stream(*side_stream);
     GemmStatus status;
     if (on_side) {
       // The side stream current while run_gemm allocates: its workspace is then the side stream's
@@ -232,8 +237,8 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     }
     TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
-    y_ptr[g] = y[g].data_ptr();
-    ldy[g] = n;
+    y_ptr[g] = y_base + col0[g];
+    ldy[g] = ld;
   }
   if (side) {
     ForkJoin& ev = fork_join_events(device);
