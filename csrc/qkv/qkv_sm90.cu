@@ -192,7 +192,20 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
   if (heads < 1) return cudaErrorNotSupported;
   const dim3 grid(static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock),
                   static_cast<unsigned>(rp.chunk_first[p.num_groups]));
-  return launch_pdl(&qkv::qkv_rope_rows_kernel, grid, dim3(qkv::kRopeRowsThreads), 0, p.stream, 0, rp);
+  // One instantiation per mode set the layers use (007: table + none; 034: 1-D; t/h/w + none), and one
+  // with every mode for anything else.
+  int modes = 0;
+  for (int g = 0; g < p.num_groups; ++g) modes |= 1 << int(p.groups[g].rope);
+  constexpr int kNone = 1 << int(RopeMode::kNone), kTable = 1 << int(RopeMode::kTable);
+  constexpr int k1D = 1 << int(RopeMode::kPos1D), k3D = 1 << int(RopeMode::kPos3D);
+  const dim3 block(qkv::kRopeRowsThreads);
+  if ((modes & ~(kTable | kNone)) == 0)
+    return launch_pdl(&qkv::qkv_rope_rows_kernel<kTable | kNone>, grid, block, 0, p.stream, 0, rp);
+  if ((modes & ~(k1D | kNone)) == 0)
+    return launch_pdl(&qkv::qkv_rope_rows_kernel<k1D | kNone>, grid, block, 0, p.stream, 0, rp);
+  if ((modes & ~(k3D | kNone)) == 0)
+    return launch_pdl(&qkv::qkv_rope_rows_kernel<k3D | kNone>, grid, block, 0, p.stream, 0, rp);
+  return launch_pdl(&qkv::qkv_rope_rows_kernel<kTable | k1D | k3D | kNone>, grid, block, 0, p.stream, 0, rp);
 }
 
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {

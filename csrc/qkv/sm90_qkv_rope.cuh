@@ -922,6 +922,9 @@ constexpr int kRopeRowsPerBlock = kRopeRowsThreads / kRopeRowsChunks;  // 16
 // slower on the H200 (034 Lq 1024 passes 16 -> 20 us and 21 -> 34 us, 2026-11-30, bench/NOTES.md):
 // the occupancy (3 blocks per SM) and block count fall more than the instructions do.
 constexpr int kRopeRowsHeads = 4;
+// Resident blocks per SM the compiler must allow: 4 (<= 64 registers; the pass is latency-bound), but
+// 3 for a launch with a t/h/w group, whose instantiation spills 12 bytes at 64 registers (it asks for 76).
+constexpr int rope_rows_min_blocks(int modes) { return (modes & (1 << int(RopeMode::kPos3D))) != 0 ? 3 : 4; }
 
 struct RopeRowsParams {
   QkvParams p;
@@ -930,20 +933,21 @@ struct RopeRowsParams {
   int chunk_first[kQkvMaxGroups + 1];  // prefix sums of ceil(heads / kRopeRowsHeads): blockIdx.y -> group
 };
 
-__global__ void __launch_bounds__(kRopeRowsThreads)
-    qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsParams const rp) {
-#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
-  __shared__ float inv_freq[kQkvHeadDim];
-  __shared__ alignas(16) __nv_bfloat16 tile[kRopeRowsHeads][kRopeRowsPerBlock][kQkvHeadDim];
+// One block's rows and heads with the group's RoPE mode M known at compile time (the block's group is
+// uniform): the other modes' code (accurate sincosf, the t/h/w segment maps) is not in the path, so the
+// instruction footprint is the mode's own (ncu, 2026-11-30: "no instruction" was the pass's top stall).
+template <RopeMode M>
+CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_freq,
+                                    __nv_bfloat16 (*tile)[kRopeRowsPerBlock][kQkvHeadDim]) {
   QkvParams const& p = rp.p;
-  const int y_block = static_cast<int>(blockIdx.y);
-  int g = 0;
-  while (g + 1 < p.num_groups && y_block >= rp.chunk_first[g + 1]) ++g;
   QkvGroup const& grp = p.groups[g];
-  const int h0 = (y_block - rp.chunk_first[g]) * kRopeRowsHeads;
+  constexpr bool kRotate = M != RopeMode::kNone;
+  const int h0 = (static_cast<int>(blockIdx.y) - rp.chunk_first[g]) * kRopeRowsHeads;
   const int heads = min(kRopeRowsHeads, grp.heads - h0);  // uniform over the block
   const int t = static_cast<int>(threadIdx.x);
-  if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, grp.rope, t);  // no global memory
+  if constexpr (M == RopeMode::kPos1D || M == RopeMode::kPos3D) {
+    if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, M, t);  // no global memory
+  }
   pdl_enter();  // y comes from the GEMMs launched just before
   const int r = t / kRopeRowsChunks;
   const int m = static_cast<int>(blockIdx.x) * kRopeRowsPerBlock + r;
@@ -955,25 +959,53 @@ __global__ void __launch_bounds__(kRopeRowsThreads)
 #pragma unroll
   for (int h = 0; h < kRopeRowsHeads; ++h)
     if (live && h < heads) x[h].u = *reinterpret_cast<const uint4*>(y_row + (h0 + h) * kQkvHeadDim + c0);
-  const bool rotate = grp.rope != RopeMode::kNone;
-  if (rotate) {
+  if constexpr (kRotate) {
 #pragma unroll
     for (int h = 0; h < kRopeRowsHeads; ++h)
       if (live && h < heads) *reinterpret_cast<uint4*>(&tile[h][r][c0]) = x[h].u;
+    __syncthreads();  // uniform: every thread of the block reaches it (rows past M only skip the loads)
   }
-  __syncthreads();  // uniform: every thread of the block reaches it (rows past M only skip the loads)
   if (!live) return;
   const int b = m / p.seq, s = m - b * p.seq;
   float cs[8], sn[8];
-  if (rotate) chunk_cos_sin<true>(p.rope, grp.rope, b, s, c0, inv_freq, cs, sn);
+  if constexpr (kRotate) chunk_cos_sin<true>(p.rope, M, b, s, c0, inv_freq, cs, sn);
   const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
   auto* out = static_cast<__nv_bfloat16*>(grp.out) + ((int64_t(b) * grp.heads + h0) * p.seq + s) * kQkvHeadDim + c0;
 #pragma unroll
   for (int h = 0; h < kRopeRowsHeads; ++h) {
     if (h < heads) {
-      const Vec8 o = rotate ? rope_chunk(p.rope, grp.rope, &tile[h][r][0], c0, x[h], cs, sn) : x[h];
+      Vec8 o = x[h];
+      if constexpr (kRotate) o = rope_chunk(p.rope, M, &tile[h][r][0], c0, x[h], cs, sn);
       *reinterpret_cast<uint4*>(out + h * head_stride) = o.u;
     }
+  }
+}
+
+// kModes: bit (1 << mode) for every RopeMode a group of the launch uses (rope_rows_modes() on the
+// host); a block whose group has another mode cannot occur.
+template <int kModes>
+__global__ void __launch_bounds__(kRopeRowsThreads, rope_rows_min_blocks(kModes))
+    qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsParams const rp) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+  __shared__ float inv_freq[kQkvHeadDim];
+  __shared__ alignas(16) __nv_bfloat16 tile[kRopeRowsHeads][kRopeRowsPerBlock][kQkvHeadDim];
+  QkvParams const& p = rp.p;
+  const int y_block = static_cast<int>(blockIdx.y);
+  int g = 0;
+  while (g + 1 < p.num_groups && y_block >= rp.chunk_first[g + 1]) ++g;
+  switch (p.groups[g].rope) {
+    case RopeMode::kNone:
+      if constexpr ((kModes & (1 << int(RopeMode::kNone))) != 0) rope_rows_block<RopeMode::kNone>(rp, g, inv_freq, tile);
+      break;
+    case RopeMode::kTable:
+      if constexpr ((kModes & (1 << int(RopeMode::kTable))) != 0) rope_rows_block<RopeMode::kTable>(rp, g, inv_freq, tile);
+      break;
+    case RopeMode::kPos1D:
+      if constexpr ((kModes & (1 << int(RopeMode::kPos1D))) != 0) rope_rows_block<RopeMode::kPos1D>(rp, g, inv_freq, tile);
+      break;
+    case RopeMode::kPos3D:
+      if constexpr ((kModes & (1 << int(RopeMode::kPos3D))) != 0) rope_rows_block<RopeMode::kPos3D>(rp, g, inv_freq, tile);
+      break;
   }
 #endif
 }
