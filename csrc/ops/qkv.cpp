@@ -111,16 +111,22 @@ at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t
 // clusters along M with the weight tile multicast), "gemm" (not fused: the CUTLASS GEMMs of
 // vlattn.linear, then a RoPE + layout pass; see QkvConfig::kGemmRope). "" or "auto" picks by the
 // number of 128-row tiles against the SM count (rule measured on the H200: bench/NOTES.md, run 7).
+// bias_aligned: every group's bias starts at a 16-byte aligned address, which the two-pass config
+// needs (the CUTLASS epilogue reads the bias with 16-byte loads; the fused kernel has no such need).
 QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_t heads, int sm_count,
-                      bool even_groups) {
+                      bool even_groups, bool bias_aligned) {
   static const std::pair<const char*, QkvConfig> kNamed[] = {
       {"m128", QkvConfig::kM128},       {"m64", QkvConfig::kM64},         {"splitk2", QkvConfig::kSplitK2},
       {"splitk3", QkvConfig::kSplitK3}, {"splitk4", QkvConfig::kSplitK4}, {"splitk2d", QkvConfig::kSplitK2D},
       {"splitk3d", QkvConfig::kSplitK3D}, {"splitk4d", QkvConfig::kSplitK4D}, {"m256k1", QkvConfig::kM256K1},
       {"m256k2", QkvConfig::kM256K2},   {"m256k3", QkvConfig::kM256K3},   {"m256k4", QkvConfig::kM256K4},
       {"c256", QkvConfig::kC256},       {"m128mc", QkvConfig::kM128Mc},   {"gemm", QkvConfig::kGemmRope}};
-  for (const auto& [name, cfg] : kNamed)
-    if (config == name) return cfg;
+  for (const auto& [name, cfg] : kNamed) {
+    if (config != name) continue;
+    TORCH_CHECK(cfg != QkvConfig::kGemmRope || bias_aligned, op,
+                ": config 'gemm' needs biases that start at 16-byte aligned addresses");
+    return cfg;
+  }
   if (!(config.empty() || config == "auto")) {
     std::string names = "'', 'auto'";
     for (const auto& named : kNamed) names += std::string(", '") + named.first + "'";
@@ -132,7 +138,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     const char* e = std::getenv("VLATTN_QKV_GEMM_MIN_M");
     return e == nullptr || *e == '\0' ? static_cast<long long>(kQkvGemmMinRows) : std::atoll(e);
   }();
-  if (gemm_min_m > 0 && m >= gemm_min_m) return QkvConfig::kGemmRope;
+  if (gemm_min_m > 0 && m >= gemm_min_m && bias_aligned) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
 }
 
@@ -254,23 +260,14 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   p.sm_count = at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
   int64_t heads = 0;
-  bool even_groups = true;
+  bool even_groups = true, bias_aligned = true;
   for (int g = 0; g < p.num_groups; ++g) {
     heads += p.groups[g].heads;
     even_groups = even_groups && p.groups[g].heads % 2 == 0;
+    bias_aligned = bias_aligned && reinterpret_cast<uintptr_t>(p.groups[g].bias) % 16 == 0;
   }
-  QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups);
+  const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups, bias_aligned);
   if (p.m == 0) return;
-  if (cfg == QkvConfig::kGemmRope) {
-    // The CUTLASS epilogue reads the bias with 16-byte loads (the fused kernel has no such need).
-    bool bias_aligned = true;
-    for (int g = 0; g < p.num_groups; ++g)
-      bias_aligned = bias_aligned && reinterpret_cast<uintptr_t>(p.groups[g].bias) % 16 == 0;
-    if (!bias_aligned) {
-      TORCH_CHECK(!(config == "gemm"), op, ": config 'gemm' needs biases that start at 16-byte aligned addresses");
-      cfg = qkv_auto_config(p.m, heads, p.sm_count, even_groups);
-    }
-  }
   if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x);
   const cudaError_t err = qkv_rope_sm90(p, cfg);
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));

@@ -174,7 +174,6 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
     return cudaErrorNotSupported;
   qkv::RopeRowsParams rp;
   rp.p = p;
-  int heads = 0;
   rp.chunk_first[0] = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g) {
     rp.y[g] = g < p.num_groups ? static_cast<const __nv_bfloat16*>(y[g]) : nullptr;
@@ -183,13 +182,11 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
       if (p.groups[g].heads < 1 || ldy[g] % 8 || ldy[g] < int64_t(p.groups[g].heads) * kQkvHeadDim ||
           ldy[g] > std::numeric_limits<int>::max() || y[g] == nullptr)
         return cudaErrorNotSupported;
-      heads += p.groups[g].heads;
     }
     rp.chunk_first[g + 1] =
         rp.chunk_first[g] +
         (g < p.num_groups ? (p.groups[g].heads + qkv::kRopeRowsHeads - 1) / qkv::kRopeRowsHeads : 0);
   }
-  if (heads < 1) return cudaErrorNotSupported;
   const dim3 grid(static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock),
                   static_cast<unsigned>(rp.chunk_first[p.num_groups]));
   // One instantiation per mode set the layers use (007: table + none; 034: 1-D; t/h/w + none), and one
