@@ -27,7 +27,7 @@ SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("
 SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
 TAILS = [1, 127, 541, 613]
 CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "splitk2d", "splitk3d", "splitk4d", "m256k1", "m256k2",
-           "m256k3", "m256k4", "c256", "m128mc", "gemm"]
+           "m256k3", "m256k4", "c256", "m128mc", "gemm", "grouped128", "grouped64", "grouped"]
 
 
 @pytest.fixture(autouse=True)
@@ -275,6 +275,31 @@ def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
 
 
 @requires_sm90
+@pytest.mark.parametrize("config", ["grouped", "grouped128"])
+def test_grouped_bias_rules(config):
+    """The grouped GEMM reads every projection's bias through one array of 16-byte aligned pointers:
+    a bias set with some None, or a bias at a 2-byte offset, is refused with a message naming the
+    rule, never read out of bounds."""
+    args = mrope_case(1, 64, hidden=256, hq=4, hkv=2)
+    mixed = dict(args, k_bias=None)
+    with pytest.raises(RuntimeError, match="all be given or all be None"):
+        run_mrope(mixed, config=config)
+    odd = dict(args, q_bias=torch.randn(4 * HEAD_DIM + 1, dtype=BF16, device="cuda")[1:])
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        run_mrope(odd, config=config)
+
+
+@requires_sm90
+@pytest.mark.parametrize("lq,lv", [(0, 45), (21, 0)])
+def test_grouped_cross_one_side_empty(lq, lv):
+    """034 through the grouped GEMM with no text or no vision rows: the other side's projections
+    still match the reference bit for bit, the empty side comes back empty."""
+    args = cross_case(2, lq, lv, hidden=256, hq=4, hkv=2, integer=True, positions="random")
+    for got, ref, name in zip(run_cross(args, "grouped"), ref_cross(args), "qkv"):
+        assert_bitwise(got, ref, f"{name} Lq={lq} Lv={lv} grouped")
+
+
+@requires_sm90
 @pytest.mark.parametrize("batch,seq", [(0, 5), (2, 0)])
 def test_mrope_zero_rows(batch, seq):
     """No rows: the op returns empty head-major tensors without launching (the automatic config rule
@@ -338,6 +363,11 @@ def test_gemm_rope_pass_head_chunks(hq, hkv):
     cargs = cross_case(2, 21, 45, hidden=256, hq=hq, hkv=hkv, integer=True, positions="random")
     for got, ref, name in zip(run_cross(cargs, "gemm"), ref_cross(cargs), "qkv"):
         assert_bitwise(got, ref, f"{name} 034 hq={hq} hkv={hkv} gemm")
+    for config in ("grouped128", "grouped64"):  # tiles of 192 columns straddle heads and problems' ends
+        for got, ref, name in zip(run_mrope(args, HF_SECTION, config), ref_mrope(args, HF_SECTION), "qkv"):
+            assert_bitwise(got, ref, f"{name} 007 hq={hq} hkv={hkv} {config}")
+        for got, ref, name in zip(run_cross(cargs, config), ref_cross(cargs), "qkv"):
+            assert_bitwise(got, ref, f"{name} 034 hq={hq} hkv={hkv} {config}")
 
 
 @requires_sm90

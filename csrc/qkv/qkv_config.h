@@ -31,6 +31,12 @@ enum class QkvConfig : int32_t {
   // ~520 TFLOP/s on the H200) than the extra y round trip costs. Named "gemm"; automatic from
   // kQkvGemmMinRows rows on (VLATTN_QKV_GEMM_MIN_M overrides: csrc/ops/qkv.cpp).
   kGemmRope = 14,
+  // Not the fused kernel either: every projection of the op (007: Q, K, V; 034: Q of the text and K, V
+  // of the vision tokens) in one CUTLASS grouped GEMM launch (qkv_grouped.h) with 128 x 192
+  // cooperative or 64 x 192 ping-pong tiles, then the RoPE pass of kGemmRope. Named "grouped128" /
+  // "grouped64"; "grouped" picks the tile by wave count (grouped_tile_for below).
+  kGrouped128 = 15,
+  kGrouped64 = 16,
 };
 
 // Rows of one launch (007: B*S; 034: B*Lq for Q, B*Lv for K/V) from which the automatic choice is
@@ -63,6 +69,24 @@ inline QkvConfig qkv_auto_config(int64_t m, int64_t heads, int sm_count, bool ev
   // 189). Beyond, the ping-pong kernel was faster (M=4096: 270 vs 314; M=16384: 1031 vs 1113).
   if (even_groups && tiles128 <= 2LL * sm_count) return QkvConfig::kC256;
   return QkvConfig::kM128;
+}
+
+// The grouped GEMM's tile by a wave model: 128 x 192 tiles cost one unit per wave; a ping-pong CTA
+// works through its 64 x 192 tiles one mainloop at a time (the other warpgroup's epilogue overlaps),
+// so a wave of those costs half a unit, plus 10% for reading the weight tile once per 64 rows instead
+// of once per 128. rows_cols: (M, N) of each problem. The 10% is a guess until measured
+// (bench/NOTES.md, eighth session).
+inline QkvConfig grouped_tile_for(const int64_t (*rows_cols)[2], int count, int sm_count) {
+  int64_t t128 = 0, t64 = 0;
+  for (int i = 0; i < count; ++i) {
+    const int64_t col_tiles = (rows_cols[i][1] + 191) / 192;
+    t128 += col_tiles * ((rows_cols[i][0] + 127) / 128);
+    t64 += col_tiles * ((rows_cols[i][0] + 63) / 64);
+  }
+  if (sm_count <= 0) return QkvConfig::kGrouped128;
+  const int64_t waves128 = (t128 + sm_count - 1) / sm_count;
+  const int64_t waves64 = (t64 + sm_count - 1) / sm_count;
+  return waves64 * 55 < waves128 * 100 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128;
 }
 
 }  // namespace vlattn
