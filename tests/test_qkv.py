@@ -237,7 +237,8 @@ def test_gemm_config_by_env(tmp_path, rng_seed):
     """VLATTN_QKV_GEMM_MIN_M makes the automatic choice the two-pass "gemm" config (bitwise the named
     one); with a misaligned bias the automatic choice falls back to the fused kernel and the named
     config raises a clear error."""
-    outs = outputs_in_subprocess(_GEMM_AUTO_SCRIPT, tmp_path / "out.pt", {"VLATTN_QKV_GEMM_MIN_M": "256"}, rng_seed)
+    outs = outputs_in_subprocess(_GEMM_AUTO_SCRIPT, tmp_path / "out.pt",
+                                 {"VLATTN_QKV_GEMM_MIN_M": "256", "VLATTN_QKV_PLAN": "0"}, rng_seed)
     assert len(outs) == 10
     for i in range(3):
         assert_bitwise(outs[i], outs[3 + i], f"{'qkv'[i]}: auto by env vs config='gemm'")
@@ -295,8 +296,11 @@ def test_grouped_cross_one_side_empty(lq, lv):
     """034 through the grouped GEMM with no text or no vision rows: the other side's projections
     still match the reference bit for bit, the empty side comes back empty."""
     args = cross_case(2, lq, lv, hidden=256, hq=4, hkv=2, integer=True, positions="random")
-    for got, ref, name in zip(run_cross(args, "grouped"), ref_cross(args), "qkv"):
-        assert_bitwise(got, ref, f"{name} Lq={lq} Lv={lv} grouped")
+    # The reference cannot reshape zero rows: the fused kernel's outputs (bitwise the reference's on
+    # these exact inputs, test_cross_exact_rounding) stand in for it.
+    for got, ref, name in zip(run_cross(args, "grouped"), run_cross(args, "m128"), "qkv"):
+        assert got.shape == ref.shape, name
+        assert_bitwise(got, ref, f"{name} Lq={lq} Lv={lv} grouped vs m128")
 
 
 @requires_sm90

@@ -354,6 +354,37 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
 }
 
+// VLATTN_QKV_PLAN=0 (read once) turns the op-level plan (qkv_op_plan) off: each launch by itself.
+bool op_plan_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLATTN_QKV_PLAN");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+// qkv_op_plan for these launches, restricted to what the biases allow: the grouped GEMM needs them
+// all given or all None, both two-pass paths 16-byte aligned starts.
+QkvPlan plan_for(QkvParams* const* ps, int n) {
+  int64_t rows[2] = {};
+  int64_t rows_cols[kGroupedMaxProblems][2] = {};
+  int count = 0;
+  bool aligned = true, all_or_none = true;
+  const bool first_bias = ps[0]->groups[0].bias != nullptr;
+  for (int i = 0; i < n && i < 2; ++i) {
+    rows[i] = ps[i]->m;
+    for (int g = 0; g < ps[i]->num_groups && count < kGroupedMaxProblems; ++g, ++count) {
+      rows_cols[count][0] = ps[i]->m;
+      rows_cols[count][1] = int64_t(ps[i]->groups[g].heads) * kQkvHeadDim;
+      aligned = aligned && reinterpret_cast<uintptr_t>(ps[i]->groups[g].bias) % 16 == 0;
+      all_or_none = all_or_none && (ps[i]->groups[g].bias != nullptr) == first_bias;
+    }
+  }
+  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count);
+  if (!aligned || (plan == QkvPlan::kGrouped && !all_or_none)) return QkvPlan::kPerLaunch;
+  return plan;
+}
+
 // The op's launches (007: one; 034: the text's Q, then the vision tokens' K and V) on the current
 // stream of xs[0]'s device.
 void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int n, c10::string_view config) {
@@ -367,6 +398,15 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
   bool grouped = false;
   const QkvConfig gcfg = grouped_config(config, &grouped);
   if (grouped) return launch_grouped(op, ps, xs, n, gcfg);
+  if ((config.empty() || config == "auto") && op_plan_enabled()) {
+    const QkvPlan plan = plan_for(ps, n);
+    if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128);
+    if (plan == QkvPlan::kGemmAll) {
+      for (int i = 0; i < n; ++i)
+        if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i]);
+      return;
+    }
+  }
   for (int i = 0; i < n; ++i) launch(op, *ps[i], xs[i], config);
 }
 
