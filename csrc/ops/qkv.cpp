@@ -156,14 +156,6 @@ bool gemm_side_stream_enabled() {
   return enabled;
 }
 
-bool side_grouped_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLATTN_QKV_SIDE_GROUPED");
-    return env == nullptr || env[0] != '0';
-  }();
-  return enabled;
-}
-
 // Fork/join events, one pair per device and host thread, created on first use and reused: recording
 // an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
 // sharing one pair could each wait on the other's record.
@@ -196,9 +188,7 @@ ForkJoin& fork_join_events(int device) {
 // caller's stream and needs no record_stream: the side stream uses it only before the join, and
 // everything the caller's stream does after the call, reuse of y's block included, is ordered after
 // the join. The side GEMM's own workspace is allocated on the side stream (run_gemm frees it on
-// return, while that GEMM may still run), so only later side-stream work can reuse it. With three
-// groups the side stream takes K and V together as one grouped GEMM (qkv_grouped.h): Q's 128 x 256
-// tiles leave part of their last wave free, which the two narrow projections fill.
+// return, while that GEMM may still run), so only later side-stream work can reuse it.
 void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
   const void* y_ptr[kQkvMaxGroups] = {};
   int64_t ldy[kQkvMaxGroups] = {};
@@ -216,42 +206,9 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     C10_CUDA_CHECK(cudaEventRecord(ev.fork, p.stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
   }
-  // With three groups, K and V (groups 1, 2) go to the side stream as one grouped GEMM, Q alone on the
-  // caller's stream (VLATTN_QKV_SIDE_GROUPED=0: V alone on the side stream, Q then K on the caller's).
-  const bool side_grouped = side && p.num_groups == 3 && side_grouped_enabled() &&
-                            (p.groups[1].bias != nullptr) == (p.groups[2].bias != nullptr);
-  if (side_grouped) {
-    GroupedGemmParams gp;
-    gp.device = device;
-    gp.sm_count = p.sm_count;
-    gp.stream = side_stream->stream();
-    for (int g = 1; g < 3; ++g) {
-      GroupedProblem& q = gp.prob[gp.count++];
-      q.a = p.x;
-      q.lda = p.ldx;
-      q.b = p.groups[g].weight;
-      q.ldb = p.groups[g].ldw;
-      q.bias = p.groups[g].bias;
-      q.d = y_base + col0[g];
-      q.ldd = ld;
-      q.m = p.m;
-      q.n = p.groups[g].heads * kQkvHeadDim;
-      q.k = p.k;
-      y_ptr[g] = y_base + col0[g];
-      ldy[g] = ld;
-    }
-    const size_t bytes = grouped_gemm_workspace_bytes(gp, GroupedTile::k128x192);
-    TORCH_CHECK(bytes > 0, op, ": the grouped K/V GEMM cannot take these projections");
-    // Allocated with the side stream current: its block is reused only by later side-stream work.
-    const c10::cuda::CUDAStreamGuard on(*side_stream);
-    const at::Tensor ws = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
-    const cudaError_t err = grouped_gemm_sm90(gp, GroupedTile::k128x192, ws.data_ptr(), bytes);
-    TORCH_CHECK(err == cudaSuccess, op, ": grouped K/V projection GEMM failed: ", cudaGetErrorString(err));
-  }
   for (int i = 0; i < p.num_groups; ++i) {
     // The side stream's group goes first so that it starts with the others, not after them.
     const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
-    if (side_grouped && g != 0) continue;
     const bool on_side = side && g == p.num_groups - 1;
     const QkvGroup& grp = p.groups[g];
     const int64_t n = int64_t(grp.heads) * kQkvHeadDim;
