@@ -27,7 +27,7 @@ SHAPES_007 = sorted({(w.axes["batch_size"], w.axes["seq_len"]) for w in W.load("
 SHAPES_034 = sorted({(w.axes["batch_size"], w.axes["lang_seq_len"], w.axes["vision_seq_len"]) for w in W.load("034")})
 TAILS = [1, 127, 541, 613]
 CONFIGS = ["m128", "m64", "splitk2", "splitk3", "splitk4", "splitk2d", "splitk3d", "splitk4d", "m256k1", "m256k2",
-           "m256k3", "m256k4", "c256", "m128mc", "gemm"]
+           "m256k3", "m256k4", "c256", "m128mc", "gemm", "grouped128", "grouped64", "grouped"]
 
 
 @pytest.fixture(autouse=True)
@@ -237,7 +237,8 @@ def test_gemm_config_by_env(tmp_path, rng_seed):
     """VLATTN_QKV_GEMM_MIN_M makes the automatic choice the two-pass "gemm" config (bitwise the named
     one); with a misaligned bias the automatic choice falls back to the fused kernel and the named
     config raises a clear error."""
-    outs = outputs_in_subprocess(_GEMM_AUTO_SCRIPT, tmp_path / "out.pt", {"VLATTN_QKV_GEMM_MIN_M": "256"}, rng_seed)
+    outs = outputs_in_subprocess(_GEMM_AUTO_SCRIPT, tmp_path / "out.pt",
+                                 {"VLATTN_QKV_GEMM_MIN_M": "256", "VLATTN_QKV_PLAN": "0"}, rng_seed)
     assert len(outs) == 10
     for i in range(3):
         assert_bitwise(outs[i], outs[3 + i], f"{'qkv'[i]}: auto by env vs config='gemm'")
@@ -272,6 +273,34 @@ def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
     for i, (a, b) in enumerate(zip(on, off)):
         assert torch.isfinite(a.float()).all(), f"output {i} not finite"
         assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): side stream vs one stream")
+
+
+@requires_sm90
+@pytest.mark.parametrize("config", ["grouped", "grouped128"])
+def test_grouped_bias_rules(config):
+    """The grouped GEMM reads every projection's bias through one array of 16-byte aligned pointers:
+    a bias set with some None, or a bias at a 2-byte offset, is refused with a message naming the
+    rule, never read out of bounds."""
+    args = mrope_case(1, 64, hidden=256, hq=4, hkv=2)
+    mixed = dict(args, k_bias=None)
+    with pytest.raises(RuntimeError, match="all be given or all be None"):
+        run_mrope(mixed, config=config)
+    odd = dict(args, q_bias=torch.randn(4 * HEAD_DIM + 1, dtype=BF16, device="cuda")[1:])
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        run_mrope(odd, config=config)
+
+
+@requires_sm90
+@pytest.mark.parametrize("lq,lv", [(0, 45), (21, 0)])
+def test_grouped_cross_one_side_empty(lq, lv):
+    """034 through the grouped GEMM with no text or no vision rows: the other side's projections
+    still match the reference bit for bit, the empty side comes back empty."""
+    args = cross_case(2, lq, lv, hidden=256, hq=4, hkv=2, integer=True, positions="random")
+    # The reference cannot reshape zero rows: the fused kernel's outputs (bitwise the reference's on
+    # these exact inputs, test_cross_exact_rounding) stand in for it.
+    for got, ref, name in zip(run_cross(args, "grouped"), run_cross(args, "m128"), "qkv"):
+        assert got.shape == ref.shape, name
+        assert_bitwise(got, ref, f"{name} Lq={lq} Lv={lv} grouped vs m128")
 
 
 @requires_sm90
@@ -338,6 +367,11 @@ def test_gemm_rope_pass_head_chunks(hq, hkv):
     cargs = cross_case(2, 21, 45, hidden=256, hq=hq, hkv=hkv, integer=True, positions="random")
     for got, ref, name in zip(run_cross(cargs, "gemm"), ref_cross(cargs), "qkv"):
         assert_bitwise(got, ref, f"{name} 034 hq={hq} hkv={hkv} gemm")
+    for config in ("grouped128", "grouped64"):  # tiles of 192 columns straddle heads and problems' ends
+        for got, ref, name in zip(run_mrope(args, HF_SECTION, config), ref_mrope(args, HF_SECTION), "qkv"):
+            assert_bitwise(got, ref, f"{name} 007 hq={hq} hkv={hkv} {config}")
+        for got, ref, name in zip(run_cross(cargs, config), ref_cross(cargs), "qkv"):
+            assert_bitwise(got, ref, f"{name} 034 hq={hq} hkv={hkv} {config}")
 
 
 @requires_sm90

@@ -21,6 +21,7 @@
 #include "launch/gemm_params.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
+#include "qkv/qkv_grouped.h"
 #include "qkv/qkv_params.h"
 
 namespace vlattn {
@@ -120,7 +121,8 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
       {"splitk3", QkvConfig::kSplitK3}, {"splitk4", QkvConfig::kSplitK4}, {"splitk2d", QkvConfig::kSplitK2D},
       {"splitk3d", QkvConfig::kSplitK3D}, {"splitk4d", QkvConfig::kSplitK4D}, {"m256k1", QkvConfig::kM256K1},
       {"m256k2", QkvConfig::kM256K2},   {"m256k3", QkvConfig::kM256K3},   {"m256k4", QkvConfig::kM256K4},
-      {"c256", QkvConfig::kC256},       {"m128mc", QkvConfig::kM128Mc},   {"gemm", QkvConfig::kGemmRope}};
+      {"c256", QkvConfig::kC256},       {"m128mc", QkvConfig::kM128Mc},   {"gemm", QkvConfig::kGemmRope},
+      {"grouped128", QkvConfig::kGrouped128}, {"grouped64", QkvConfig::kGrouped64}};
   for (const auto& [name, cfg] : kNamed) {
     if (config != name) continue;
     TORCH_CHECK(cfg != QkvConfig::kGemmRope || bias_aligned, op,
@@ -128,7 +130,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     return cfg;
   }
   if (!(config.empty() || config == "auto")) {
-    std::string names = "'', 'auto'";
+    std::string names = "'', 'auto', 'grouped'";
     for (const auto& named : kNamed) names += std::string(", '") + named.first + "'";
     TORCH_CHECK(false, op, ": config must be one of ", names, "; got '", std::string(config), "'");
   }
@@ -255,10 +257,87 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
+// Config kGrouped128 / kGrouped64: the projections of all launches (007: one input, three groups;
+// 034: the text's Q and the vision tokens' K and V) as one CUTLASS grouped GEMM (qkv_grouped.h) into
+// one bf16 y [M, all heads * 128] per launch, then each launch's RoPE pass as in kGemmRope. The
+// grouped kernel reads its problem list from a workspace that a one-block kernel fills first (both
+// on the caller's stream; the workspace and y are the caller's stream's blocks, freed on return and
+// reused only by work ordered after these kernels).
+void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, int n, QkvConfig cfg) {
+  GroupedGemmParams gp;
+  gp.device = xs[0].get_device();
+  gp.sm_count = ps[0]->sm_count;
+  gp.stream = ps[0]->stream;
+  at::Tensor y[2];
+  const void* y_ptr[2][kQkvMaxGroups] = {};
+  int64_t ldy[2][kQkvMaxGroups] = {};
+  int64_t rows_cols[kGroupedMaxProblems][2] = {};
+  TORCH_CHECK(n >= 1 && n <= 2, op, ": internal error: ", num(n), " launches for the grouped GEMM");
+  for (int i = 0; i < n; ++i) {
+    const QkvParams& p = *ps[i];
+    if (p.m == 0) continue;
+    int64_t cols = 0;
+    for (int g = 0; g < p.num_groups; ++g) cols += int64_t(p.groups[g].heads) * kQkvHeadDim;
+    y[i] = at::empty({p.m, cols}, xs[i].options());
+    at::BFloat16* base = y[i].data_ptr<at::BFloat16>();
+    int64_t col0 = 0;
+    for (int g = 0; g < p.num_groups; ++g) {
+      TORCH_CHECK(gp.count < kGroupedMaxProblems, op, ": the grouped GEMM takes at most ", num(kGroupedMaxProblems),
+                  " projections");
+      GroupedProblem& q = gp.prob[gp.count];
+      q.a = p.x;
+      q.lda = p.ldx;
+      q.b = p.groups[g].weight;
+      q.ldb = p.groups[g].ldw;
+      q.bias = p.groups[g].bias;
+      q.d = base + col0;
+      q.ldd = cols;
+      q.m = p.m;
+      q.n = p.groups[g].heads * kQkvHeadDim;
+      q.k = p.k;
+      rows_cols[gp.count][0] = q.m;
+      rows_cols[gp.count][1] = q.n;
+      ++gp.count;
+      y_ptr[i][g] = base + col0;
+      ldy[i][g] = cols;
+      col0 += int64_t(p.groups[g].heads) * kQkvHeadDim;
+    }
+  }
+  if (gp.count == 0) return;
+  for (int i = 0; i < gp.count; ++i) {
+    TORCH_CHECK((gp.prob[i].bias != nullptr) == (gp.prob[0].bias != nullptr), op,
+                ": the grouped configs need the biases to all be given or all be None");
+    TORCH_CHECK(reinterpret_cast<uintptr_t>(gp.prob[i].bias) % 16 == 0, op,
+                ": the grouped configs need biases that start at 16-byte aligned addresses");
+  }
+  if (cfg != QkvConfig::kGrouped128 && cfg != QkvConfig::kGrouped64)
+    cfg = grouped_tile_for(rows_cols, gp.count, gp.sm_count);
+  const GroupedTile tile = cfg == QkvConfig::kGrouped64 ? GroupedTile::k64x192 : GroupedTile::k128x192;
+  const size_t bytes = grouped_gemm_workspace_bytes(gp, tile);
+  TORCH_CHECK(bytes > 0, op, ": the grouped GEMM cannot take these projections (", num(gp.count),
+              " problems, K=", num(gp.prob[0].k), ")");
+  const at::Tensor ws = at::empty({static_cast<int64_t>(bytes)}, xs[0].options().dtype(at::kByte));
+  cudaError_t err = grouped_gemm_sm90(gp, tile, ws.data_ptr(), bytes);
+  TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM failed: ", cudaGetErrorString(err));
+  for (int i = 0; i < n; ++i) {
+    if (ps[i]->m == 0) continue;
+    err = qkv_rope_rows_sm90(*ps[i], y_ptr[i], ldy[i]);
+    TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
+  }
+}
+
+// "grouped" (tile by wave count), "grouped128", "grouped64": the grouped path for every launch of
+// the op. Returns kM128 (unused) when config names no grouped path.
+QkvConfig grouped_config(c10::string_view config, bool* grouped) {
+  *grouped = true;
+  if (config == "grouped") return QkvConfig::kGemmRope;  // any non-grouped value: the tile is picked later
+  if (config == "grouped128") return QkvConfig::kGrouped128;
+  if (config == "grouped64") return QkvConfig::kGrouped64;
+  *grouped = false;
+  return QkvConfig::kM128;
+}
+
 void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config) {
-  const c10::cuda::CUDAGuard guard(x.device());
-  p.sm_count = at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount;
-  p.stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
   int64_t heads = 0;
   bool even_groups = true, bias_aligned = true;
   for (int g = 0; g < p.num_groups; ++g) {
@@ -269,8 +348,66 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups, bias_aligned);
   if (p.m == 0) return;
   if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x);
+  QkvParams* self = &p;
+  if (cfg == QkvConfig::kGrouped128 || cfg == QkvConfig::kGrouped64) return launch_grouped(op, &self, &x, 1, cfg);
   const cudaError_t err = qkv_rope_sm90(p, cfg);
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
+}
+
+// VLATTN_QKV_PLAN=0 (read once) turns the op-level plan (qkv_op_plan) off: each launch by itself.
+bool op_plan_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLATTN_QKV_PLAN");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+// qkv_op_plan for these launches, restricted to what the biases allow: the grouped GEMM needs them
+// all given or all None, both two-pass paths 16-byte aligned starts.
+QkvPlan plan_for(QkvParams* const* ps, int n) {
+  int64_t rows[2] = {};
+  int64_t rows_cols[kGroupedMaxProblems][2] = {};
+  int count = 0;
+  bool aligned = true, all_or_none = true;
+  const bool first_bias = ps[0]->groups[0].bias != nullptr;
+  for (int i = 0; i < n && i < 2; ++i) {
+    rows[i] = ps[i]->m;
+    for (int g = 0; g < ps[i]->num_groups && count < kGroupedMaxProblems; ++g, ++count) {
+      rows_cols[count][0] = ps[i]->m;
+      rows_cols[count][1] = int64_t(ps[i]->groups[g].heads) * kQkvHeadDim;
+      aligned = aligned && reinterpret_cast<uintptr_t>(ps[i]->groups[g].bias) % 16 == 0;
+      all_or_none = all_or_none && (ps[i]->groups[g].bias != nullptr) == first_bias;
+    }
+  }
+  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count);
+  if (!aligned || (plan == QkvPlan::kGrouped && !all_or_none)) return QkvPlan::kPerLaunch;
+  return plan;
+}
+
+// The op's launches (007: one; 034: the text's Q, then the vision tokens' K and V) on the current
+// stream of xs[0]'s device.
+void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int n, c10::string_view config) {
+  const c10::cuda::CUDAGuard guard(xs[0].device());
+  const int sm_count = at::cuda::getDeviceProperties(xs[0].get_device())->multiProcessorCount;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(xs[0].get_device()).stream();
+  for (int i = 0; i < n; ++i) {
+    ps[i]->sm_count = sm_count;
+    ps[i]->stream = stream;
+  }
+  bool grouped = false;
+  const QkvConfig gcfg = grouped_config(config, &grouped);
+  if (grouped) return launch_grouped(op, ps, xs, n, gcfg);
+  if ((config.empty() || config == "auto") && op_plan_enabled()) {
+    const QkvPlan plan = plan_for(ps, n);
+    if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128);
+    if (plan == QkvPlan::kGemmAll) {
+      for (int i = 0; i < n; ++i)
+        if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i]);
+      return;
+    }
+  }
+  for (int i = 0; i < n; ++i) launch(op, *ps[i], xs[i], config);
 }
 
 void check_sizes_fit(const char* op, int64_t m, int64_t k) {
@@ -337,7 +474,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
                p.rope.tab_plane_stride % 8 == 0 && p.rope.tab_batch_stride % 8 == 0 && p.rope.tab_seq_stride % 8 == 0;
   for (int c = 0; c < kQkvHeadDim && vec16; ++c) vec16 = p.rope.plane_of_channel[c] == p.rope.plane_of_channel[c & ~7];
   p.rope.tab_vec16 = vec16;
-  launch(op, p, x, config);
+  QkvParams* launches[1] = {&p};
+  launch_all(op, launches, &x, 1, config);
   return {q, kk, v};
 }
 
@@ -404,8 +542,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
   pkv.rope.theta = static_cast<float>(rope_theta);
   for (int i = 0; i < 3; ++i) pkv.rope.split[i] = static_cast<int>(thw_split[i]);
 
-  launch(op, pq, lang, config);
-  launch(op, pkv, vision, config);
+  QkvParams* launches[2] = {&pq, &pkv};
+  const at::Tensor inputs[2] = {lang, vision};
+  launch_all(op, launches, inputs, 2, config);
   return {q, kk, v};
 }
 

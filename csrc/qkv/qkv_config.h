@@ -31,6 +31,12 @@ enum class QkvConfig : int32_t {
   // ~520 TFLOP/s on the H200) than the extra y round trip costs. Named "gemm"; automatic from
   // kQkvGemmMinRows rows on (VLATTN_QKV_GEMM_MIN_M overrides: csrc/ops/qkv.cpp).
   kGemmRope = 14,
+  // Not the fused kernel either: every projection of the op (007: Q, K, V; 034: Q of the text and K, V
+  // of the vision tokens) in one CUTLASS grouped GEMM launch (qkv_grouped.h) with 128 x 192
+  // cooperative or 64 x 192 ping-pong tiles, then the RoPE pass of kGemmRope. Named "grouped128" /
+  // "grouped64"; "grouped" picks the tile by wave count (grouped_tile_for below).
+  kGrouped128 = 15,
+  kGrouped64 = 16,
 };
 
 // Rows of one launch (007: B*S; 034: B*Lq for Q, B*Lv for K/V) from which the automatic choice is
@@ -63,6 +69,51 @@ inline QkvConfig qkv_auto_config(int64_t m, int64_t heads, int sm_count, bool ev
   // 189). Beyond, the ping-pong kernel was faster (M=4096: 270 vs 314; M=16384: 1031 vs 1113).
   if (even_groups && tiles128 <= 2LL * sm_count) return QkvConfig::kC256;
   return QkvConfig::kM128;
+}
+
+// The grouped GEMM's tile by a wave model: 128 x 192 tiles cost one unit per wave; a ping-pong CTA
+// works through its 64 x 192 tiles one mainloop at a time (the other warpgroup's epilogue overlaps),
+// so a wave of those costs half a unit, plus 10% for reading the weight tile once per 64 rows instead
+// of once per 128. rows_cols: (M, N) of each problem. The 10% is a guess until measured
+// (bench/NOTES.md, eighth session).
+inline QkvConfig grouped_tile_for(const int64_t (*rows_cols)[2], int count, int sm_count) {
+  int64_t t128 = 0, t64 = 0;
+  for (int i = 0; i < count; ++i) {
+    const int64_t col_tiles = (rows_cols[i][1] + 191) / 192;
+    t128 += col_tiles * ((rows_cols[i][0] + 127) / 128);
+    t64 += col_tiles * ((rows_cols[i][0] + 63) / 64);
+  }
+  if (sm_count <= 0) return QkvConfig::kGrouped128;
+  const int64_t waves128 = (t128 + sm_count - 1) / sm_count;
+  const int64_t waves64 = (t64 + sm_count - 1) / sm_count;
+  return waves64 * 55 < waves128 * 100 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128;
+}
+
+// The op-level plan, chosen before the per-launch rule above. launch_rows: rows of each launch
+// (007: one, B*S; 034: two, B*Lq then B*Lv); rows_cols: (M, N) of every projection. H200,
+// 2026-11-30 (bench/NOTES.md eighth session, probe_qkv, cold, per-launch auto -> plan):
+//   007, 512 <= M < 2048: one grouped GEMM (M=512 55.3 -> 46.5 us, 613 54.4 -> 46.2, 1024 76.9 ->
+//     74.0); from 2048 rows the per-launch two-pass path is faster (127.4 vs 140.1).
+//   034, fewer than 2048 rows in all: both launches two-pass (B2 Lq128 73.0 -> 62.8, B1 Lq512 110.4 ->
+//     92.2), the grouped GEMM in between (64.7, 98.3).
+//   034, from 4096 rows, when the grouped 128 x 192 tiles fill their last wave to >= 90% within 8
+//     waves: one grouped GEMM (5184 rows, 652 tiles = 4.94 waves: 256.9 -> 230.9); at 6084 rows
+//     (746 tiles, 5.65 waves) it lost (250.1 vs 260.9), at 10368 (1292 tiles) too (414.9 vs 460.5).
+enum class QkvPlan : int32_t { kPerLaunch = 0, kGrouped = 1, kGemmAll = 2 };
+
+inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64_t (*rows_cols)[2], int count,
+                           int sm_count) {
+  if (sm_count <= 0 || count <= 0) return QkvPlan::kPerLaunch;
+  int64_t total = 0;
+  for (int i = 0; i < launches; ++i) total += launch_rows[i];
+  if (launches == 1) return total >= 512 && total < 2048 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
+  if (total < 2048) return total > 0 ? QkvPlan::kGemmAll : QkvPlan::kPerLaunch;
+  if (total < 4096) return QkvPlan::kPerLaunch;
+  int64_t tiles = 0;
+  for (int i = 0; i < count; ++i) tiles += ((rows_cols[i][0] + 127) / 128) * ((rows_cols[i][1] + 191) / 192);
+  const int64_t waves = (tiles + sm_count - 1) / sm_count;
+  const int64_t last = tiles - (waves - 1) * sm_count;  // tiles in the last wave
+  return waves <= 8 && last * 10 >= sm_count * 9 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
 }
 
 }  // namespace vlattn

@@ -581,7 +581,10 @@ def mrope_qkv(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor | None, k_
     (m128 in 2-CTA clusters along M, the weight tile multicast to both CTAs) or "gemm" (not fused: the
     projections on vlattn.linear's CUTLASS GEMMs with the bias (the wave model's tile; the last group
     on a second stream), then one RoPE + layout kernel; the automatic choice takes it from 1024 rows on, VLATTN_QKV_GEMM_MIN_M=<rows>
-    moves that, 0 turns it off)."""
+    moves that, 0 turns it off), "grouped128" / "grouped64" (not fused: all three projections in one
+    CUTLASS grouped GEMM launch with 128 x 192 cooperative or 64 x 192 ping-pong tiles, then the same
+    RoPE + layout kernel; the biases all given or all None, 16-byte aligned) or "grouped" (the tile by
+    wave count)."""
     _ext.require("vlattn.mrope_qkv")
     return torch.ops.vlattn.mrope_qkv(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
                                       mrope_section=list(mrope_section), config=config)
@@ -594,7 +597,10 @@ def vision_qkv(language_hidden_states: Tensor, vision_hidden_states: Tensor, lan
                config: str = "") -> tuple[Tensor, Tensor, Tensor]:
     """034's projections: Q from the language tokens with 1D RoPE at ``language_position_ids`` (one
     launch), K and V from the vision tokens with the t/h/w segment RoPE on K (a second launch).
-    Angles in fp32 with accurate cosf/sinf. Returns head-major q [B, Hq, Lq, 128], k, v [B, Hkv, Lv, 128]."""
+    Angles in fp32 with accurate cosf/sinf. Returns head-major q [B, Hq, Lq, 128], k, v [B, Hkv, Lv, 128].
+    ``config`` as for :func:`mrope_qkv`, applied to each launch; the grouped configs instead run all
+    three projections (Q over the text rows, K and V over the vision rows) in one grouped GEMM launch,
+    then a RoPE pass per input."""
     _ext.require("vlattn.vision_qkv")
     return torch.ops.vlattn.vision_qkv(language_hidden_states, vision_hidden_states, language_position_ids,
                                        vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias,

@@ -189,12 +189,48 @@ bool qkv_auto_rule(std::string& err) {
   return true;
 }
 
+// The op-level plan on the workload shapes (H200: 132 SMs) and the grouped GEMM's tile choice.
+bool qkv_plan_rule(std::string& err) {
+  using P = QkvPlan;
+  auto plan007 = [](int64_t m) {
+    const int64_t rows[1] = {m};
+    const int64_t rc[3][2] = {{m, 3584}, {m, 512}, {m, 512}};
+    return qkv_op_plan(rows, 1, rc, 3, 132);
+  };
+  auto plan034 = [](int64_t mq, int64_t mkv) {
+    const int64_t rows[2] = {mq, mkv};
+    const int64_t rc[3][2] = {{mq, 4096}, {mkv, 1024}, {mkv, 1024}};
+    return qkv_op_plan(rows, 2, rc, 3, 132);
+  };
+  EXPECT(plan007(256) == P::kPerLaunch);
+  EXPECT(plan007(512) == P::kGrouped);
+  EXPECT(plan007(613) == P::kGrouped);
+  EXPECT(plan007(1024) == P::kGrouped);
+  EXPECT(plan007(2048) == P::kPerLaunch);
+  EXPECT(plan034(256, 392) == P::kGemmAll);      // B2 Lq128
+  EXPECT(plan034(512, 784) == P::kGemmAll);      // 1296 rows
+  EXPECT(plan034(1024, 1568) == P::kPerLaunch);  // 2592 rows
+  EXPECT(plan034(2048, 3136) == P::kGrouped);    // 5184 rows: 652 tiles, 4.94 waves
+  EXPECT(plan034(2164, 3920) == P::kPerLaunch);  // 6084 rows: 5.65 waves
+  EXPECT(plan034(4096, 6272) == P::kPerLaunch);  // 9.8 waves
+  EXPECT(plan034(0, 0) == P::kPerLaunch);
+  const int64_t none[1][2] = {{0, 0}};
+  EXPECT(qkv_op_plan(nullptr, 0, none, 0, 132) == P::kPerLaunch);
+  // Tiles: 007 M=256 -> 50 tiles of 128 x 192 (one wave) vs 100 of 64 x 192 (one wave at half the cost).
+  const int64_t m256[3][2] = {{256, 3584}, {256, 512}, {256, 512}};
+  EXPECT(grouped_tile_for(m256, 3, 132) == QkvConfig::kGrouped64);
+  const int64_t m512[3][2] = {{512, 3584}, {512, 512}, {512, 512}};
+  EXPECT(grouped_tile_for(m512, 3, 132) == QkvConfig::kGrouped128);
+  return true;
+}
+
 const Case kCases[] = {
     {"mrope_seed_split", mrope_seed_split},
     {"mrope_hf_split_pairs_share_plane", mrope_hf_split_pairs_share_plane},
     {"rotate_half_full_head", rotate_half_full_head},
     {"thw_segments_seed_pairs", thw_segments_seed_pairs},
     {"gemm_configs_legal", gemm_configs_legal},
+    {"qkv_plan_rule", qkv_plan_rule},
     {"attention_summary_rule", attention_summary_rule},
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
