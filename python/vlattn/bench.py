@@ -1890,6 +1890,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                    help="results file (default with a GPU: bench/results/<time>_<commit>_<mode>.json)")
     p.add_argument("--plot", type=Path, default=None,
                    help="%%SOL plot, PNG (default with a GPU: beside the default JSON)")
+    p.add_argument("--warmup-s", type=float, default=2.0,
+                   help="seconds of GPU + host work before the first timed call (default 2; 0: none)")
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no new workload or shape after this many seconds")
     p.add_argument("--device", choices=["cuda", "cpu"], default=None,
@@ -1932,6 +1934,22 @@ def main(argv: Optional[list[str]] = None) -> int:
         return run_device(chosen, args, opts, device, meta)
 
 
+def warm_up_process(device: torch.device, seconds: float) -> float:
+    """``seconds`` of back-to-back small GPU launches with host synchronization before the first
+    timed call. Without it the first workloads of a run measured slower in the cold (host-paced)
+    column than the same code later in the run, graph replay unchanged (bench/NOTES.md, eighth
+    session: 007 B1 S128 70 vs 56 us), as if host and GPU clocks were still ramping up."""
+    if seconds <= 0:
+        return 0.0
+    a = torch.randn(1024, 1024, device=device, dtype=torch.bfloat16)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(32):
+            a = torch.tanh(a @ a)
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
 def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: torch.device,
                meta: dict) -> int:
     """Layers and/or GEMM mode on ``device``; the JSON and plot go to the given paths, else (on a
@@ -1943,6 +1961,8 @@ def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: to
         print("--device cpu: smoke run of the pipeline; wall-clock times, no L2 control", flush=True)
         timer = cpu_timer
     budget = Budget(args.budget_s)
+    if device.type == "cuda":
+        meta["process_warmup_s"] = round(warm_up_process(device, args.warmup_s), 2)
     stem = default_output_stem(meta, args.mode) if device.type == "cuda" else None
     payload: dict[str, Any] = {"meta": meta, "results": [], "summary": None, "notes": []}
     print(f"seed {opts.seed}; {opts.iters} timed calls after {opts.warmup} warm-up, median; "
