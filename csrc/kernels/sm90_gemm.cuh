@@ -24,6 +24,7 @@
 #include "kernels/gemm_config.h"
 #include "launch/gemm_params.h"
 #include "launch/pdl.h"
+#include "launch/smem_attr.h"
 
 namespace vlattn {
 
@@ -112,21 +113,9 @@ struct Sm90Gemm {
 
   static size_t workspace_bytes(const GemmParams& p) { return Gemm::get_workspace_size(make_arguments(p)); }
 
-  // The dynamic shared-memory limit is a per-device, per-kernel attribute: set it once per device.
-  // (GemmUniversalAdapter::initialize sets it on every call: a driver call of host time per GEMM.)
+  // Once per device, not on every call as GemmUniversalAdapter::initialize does (launch/smem_attr.h).
   static bool smem_attribute_once(int device) {
-    constexpr int kMaxDevices = 64;
-    static bool done[kMaxDevices] = {};
-    if (device >= 0 && device < kMaxDevices && done[device]) return true;
-    constexpr int kSmem = GemmKernel::SharedStorageSize;
-    if (kSmem >= (48 << 10) &&
-        cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             kSmem) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    if (device >= 0 && device < kMaxDevices) done[device] = true;
-    return true;
+    return max_dynamic_smem_once<cutlass::device_kernel<GemmKernel>>(device, GemmKernel::SharedStorageSize);
   }
 
   static GemmStatus run(const GemmParams& p, void* workspace, size_t workspace_size) {

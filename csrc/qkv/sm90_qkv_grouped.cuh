@@ -24,6 +24,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include "launch/pdl.h"
+#include "launch/smem_attr.h"
 #include "qkv/qkv_grouped.h"
 
 namespace vlattn {
@@ -135,18 +136,7 @@ struct GroupedGemm {
   }
 
   static bool smem_attribute_once(int device) {
-    constexpr int kMaxDevices = 64;
-    static bool done[kMaxDevices] = {};
-    if (device >= 0 && device < kMaxDevices && done[device]) return true;
-    constexpr int kSmem = GemmKernel::SharedStorageSize;
-    if (kSmem >= (48 << 10) &&
-        cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             kSmem) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    if (device >= 0 && device < kMaxDevices) done[device] = true;
-    return true;
+    return max_dynamic_smem_once<cutlass::device_kernel<GemmKernel>>(device, GemmKernel::SharedStorageSize);
   }
 
   static cudaError_t run(const GroupedGemmParams& p, void* workspace, size_t bytes);
