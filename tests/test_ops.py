@@ -403,9 +403,13 @@ def test_native_is_the_automatic_choice():
 
 
 @requires_sm90
-@pytest.mark.parametrize("name", ["007[B=1,S=128]", "034[B=2,Lq=128,Lv=196]",
-                                  # from 1024 rows: the QKV stage on CUTLASS GEMMs + the RoPE pass
-                                  "007[B=1,S=1024]", "034[B=8,Lq=128,Lv=196]"])
+@pytest.mark.parametrize("name", [
+    "007[B=1,S=128]",           # QKV: the fused kernel
+    "034[B=2,Lq=128,Lv=196]",   # QKV: both launches on CUTLASS GEMMs + the RoPE pass (op-level plan)
+    "007[B=1,S=1024]",          # QKV: one grouped GEMM (its argument kernel too) + the RoPE pass
+    "034[B=8,Lq=128,Lv=196]",   # QKV: per launch, CUTLASS GEMMs with the side stream + the RoPE pass
+    "034[B=8,Lq=256,Lv=392]",   # QKV: one grouped GEMM over both inputs + two RoPE passes
+])
 def test_native_cuda_graph(name):
     w = workload(name)
     api, _ = LAYERS[w.problem]
