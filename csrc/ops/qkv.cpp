@@ -348,8 +348,7 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups, bias_aligned);
   if (p.m == 0) return;
   if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x);
-  QkvParams* self = &p;
-  if (cfg == QkvConfig::kGrouped128 || cfg == QkvConfig::kGrouped64) return launch_grouped(op, &self, &x, 1, cfg);
+  // The grouped names never get here: launch_all sends them to launch_grouped for every launch.
   const cudaError_t err = qkv_rope_sm90(p, cfg);
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
 }

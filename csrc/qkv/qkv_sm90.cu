@@ -233,7 +233,9 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
     case QkvConfig::kM256K2: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 2);
     case QkvConfig::kM256K3: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 3);
     case QkvConfig::kM256K4: return qkv::launch<qkv::SplitKTraits<256, 3>>(p, 4);
-    case QkvConfig::kGemmRope: return cudaErrorNotSupported;  // two passes: csrc/ops/qkv.cpp
+    case QkvConfig::kGemmRope:  // two passes: csrc/ops/qkv.cpp
+    case QkvConfig::kGrouped128:
+    case QkvConfig::kGrouped64: return cudaErrorNotSupported;  // the grouped GEMM: qkv_grouped.h
   }
   return cudaErrorNotSupported;
 }
