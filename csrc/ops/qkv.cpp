@@ -181,6 +181,29 @@ ForkJoin& fork_join_events(int device) {
   return e;
 }
 
+// The two-pass configs' intermediate: one bf16 y [M, all heads * 128] per launch from the caching
+// allocator, group g's projection in its columns from `ptr[g]` on, every row `ld` apart (the RoPE
+// pass's y / ldy arguments).
+struct ProjectionY {
+  at::Tensor y;
+  void* ptr[kQkvMaxGroups] = {};
+  int64_t ldy[kQkvMaxGroups] = {};
+  int64_t ld = 0;
+};
+
+ProjectionY projection_y(const QkvParams& p, const at::Tensor& x) {
+  ProjectionY out;
+  for (int g = 0; g < p.num_groups; ++g) out.ld += int64_t(p.groups[g].heads) * kQkvHeadDim;
+  out.y = at::empty({p.m, out.ld}, x.options());
+  at::BFloat16* col = out.y.data_ptr<at::BFloat16>();
+  for (int g = 0; g < p.num_groups; ++g) {
+    out.ptr[g] = col;
+    out.ldy[g] = out.ld;
+    col += int64_t(p.groups[g].heads) * kQkvHeadDim;
+  }
+  return out;
+}
+
 // Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into its columns
 // of one bf16 workspace y [M, all heads * 128] from the caching allocator, then one RoPE + head-major
 // store kernel. With two or more groups, the last group's GEMM is issued first, on a pool stream that
@@ -190,13 +213,7 @@ ForkJoin& fork_join_events(int device) {
 // the join. The side GEMM's own workspace is allocated on the side stream (run_gemm frees it on
 // return, while that GEMM may still run), so only later side-stream work can reuse it.
 void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
-  const void* y_ptr[kQkvMaxGroups] = {};
-  int64_t ldy[kQkvMaxGroups] = {};
-  int64_t col0[kQkvMaxGroups + 1] = {};  // first column of each group in y
-  for (int g = 0; g < p.num_groups; ++g) col0[g + 1] = col0[g] + int64_t(p.groups[g].heads) * kQkvHeadDim;
-  const int64_t ld = col0[p.num_groups];
-  const at::Tensor y = at::empty({p.m, ld}, x.options());
-  at::BFloat16* y_base = y.data_ptr<at::BFloat16>();
+  const ProjectionY y = projection_y(p, x);
   const int device = x.get_device();
   const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
   c10::optional<c10::cuda::CUDAStream> side_stream;
@@ -216,13 +233,13 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     gp.a = p.x;
     gp.b = grp.weight;
     gp.bias = grp.bias;
-    gp.d = y_base + col0[g];
+    gp.d = y.ptr[g];
     gp.m = p.m;
     gp.n = static_cast<int>(n);
     gp.k = p.k;
     gp.lda = p.ldx;
     gp.ldb = grp.ldw;
-    gp.ldd = ld;
+    gp.ldd = y.ld;
     gp.device = device;
     gp.sm_count = p.sm_count;
     gp.stream = on_side ? side_stream->stream() : p.stream;
@@ -245,15 +262,13 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     }
     TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
-    y_ptr[g] = y_base + col0[g];
-    ldy[g] = ld;
   }
   if (side) {
     ForkJoin& ev = fork_join_events(device);
     C10_CUDA_CHECK(cudaEventRecord(ev.join, side_stream->stream()));
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
-  const cudaError_t err = qkv_rope_rows_sm90(p, y_ptr, ldy);
+  const cudaError_t err = qkv_rope_rows_sm90(p, y.ptr, y.ldy);
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
@@ -268,19 +283,13 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   gp.device = xs[0].get_device();
   gp.sm_count = ps[0]->sm_count;
   gp.stream = ps[0]->stream;
-  at::Tensor y[2];
-  const void* y_ptr[2][kQkvMaxGroups] = {};
-  int64_t ldy[2][kQkvMaxGroups] = {};
+  ProjectionY y[2];
   int64_t rows_cols[kGroupedMaxProblems][2] = {};
   TORCH_CHECK(n >= 1 && n <= 2, op, ": internal error: ", num(n), " launches for the grouped GEMM");
   for (int i = 0; i < n; ++i) {
     const QkvParams& p = *ps[i];
     if (p.m == 0) continue;
-    int64_t cols = 0;
-    for (int g = 0; g < p.num_groups; ++g) cols += int64_t(p.groups[g].heads) * kQkvHeadDim;
-    y[i] = at::empty({p.m, cols}, xs[i].options());
-    at::BFloat16* base = y[i].data_ptr<at::BFloat16>();
-    int64_t col0 = 0;
+    y[i] = projection_y(p, xs[i]);
     for (int g = 0; g < p.num_groups; ++g) {
       TORCH_CHECK(gp.count < kGroupedMaxProblems, op, ": the grouped GEMM takes at most ", num(kGroupedMaxProblems),
                   " projections");
@@ -290,17 +299,14 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
       q.b = p.groups[g].weight;
       q.ldb = p.groups[g].ldw;
       q.bias = p.groups[g].bias;
-      q.d = base + col0;
-      q.ldd = cols;
+      q.d = y[i].ptr[g];
+      q.ldd = y[i].ld;
       q.m = p.m;
       q.n = p.groups[g].heads * kQkvHeadDim;
       q.k = p.k;
       rows_cols[gp.count][0] = q.m;
       rows_cols[gp.count][1] = q.n;
       ++gp.count;
-      y_ptr[i][g] = base + col0;
-      ldy[i][g] = cols;
-      col0 += int64_t(p.groups[g].heads) * kQkvHeadDim;
     }
   }
   if (gp.count == 0) return;
@@ -321,7 +327,7 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM failed: ", cudaGetErrorString(err));
   for (int i = 0; i < n; ++i) {
     if (ps[i]->m == 0) continue;
-    err = qkv_rope_rows_sm90(*ps[i], y_ptr[i], ldy[i]);
+    err = qkv_rope_rows_sm90(*ps[i], y[i].ptr, y[i].ldy);
     TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
   }
 }

@@ -76,13 +76,16 @@ inline QkvConfig qkv_auto_config(int64_t m, int64_t heads, int sm_count, bool ev
 // so a wave of those costs half a unit, plus 10% for reading the weight tile once per 64 rows instead
 // of once per 128. rows_cols: (M, N) of each problem. The 10% is a guess until measured
 // (bench/NOTES.md, eighth session).
+// Output tiles of tile_m x tile_n over every problem (M, N) of rows_cols.
+inline int64_t grouped_tiles(const int64_t (*rows_cols)[2], int count, int64_t tile_m, int64_t tile_n) {
+  int64_t tiles = 0;
+  for (int i = 0; i < count; ++i)
+    tiles += ((rows_cols[i][0] + tile_m - 1) / tile_m) * ((rows_cols[i][1] + tile_n - 1) / tile_n);
+  return tiles;
+}
+
 inline QkvConfig grouped_tile_for(const int64_t (*rows_cols)[2], int count, int sm_count) {
-  int64_t t128 = 0, t64 = 0;
-  for (int i = 0; i < count; ++i) {
-    const int64_t col_tiles = (rows_cols[i][1] + 191) / 192;
-    t128 += col_tiles * ((rows_cols[i][0] + 127) / 128);
-    t64 += col_tiles * ((rows_cols[i][0] + 63) / 64);
-  }
+  const int64_t t128 = grouped_tiles(rows_cols, count, 128, 192), t64 = grouped_tiles(rows_cols, count, 64, 192);
   if (sm_count <= 0) return QkvConfig::kGrouped128;
   const int64_t waves128 = (t128 + sm_count - 1) / sm_count;
   const int64_t waves64 = (t64 + sm_count - 1) / sm_count;
@@ -109,8 +112,7 @@ inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64
   if (launches == 1) return total >= 512 && total < 2048 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
   if (total < 2048) return total > 0 ? QkvPlan::kGemmAll : QkvPlan::kPerLaunch;
   if (total < 4096) return QkvPlan::kPerLaunch;
-  int64_t tiles = 0;
-  for (int i = 0; i < count; ++i) tiles += ((rows_cols[i][0] + 127) / 128) * ((rows_cols[i][1] + 191) / 192);
+  const int64_t tiles = grouped_tiles(rows_cols, count, 128, 192);
   const int64_t waves = (tiles + sm_count - 1) / sm_count;
   const int64_t last = tiles - (waves - 1) * sm_count;  // tiles in the last wave
   return waves <= 8 && last * 10 >= sm_count * 9 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;

@@ -169,12 +169,13 @@ __global__ void fill_args(typename G::DeviceArgs* dev, GroupedGemmParams p) {
 template <int TileM, int TileN, bool Coop>
 cudaError_t GroupedGemm<TileM, TileN, Coop>::run(const GroupedGemmParams& p, void* workspace, size_t bytes) {
   if (!supported(p)) return cudaErrorNotSupported;
-  if (reinterpret_cast<uintptr_t>(workspace) % 256 || bytes < workspace_bytes(p)) return cudaErrorInvalidValue;
+  if (reinterpret_cast<uintptr_t>(workspace) % 256) return cudaErrorInvalidValue;
   auto* dev = static_cast<DeviceArgs*>(workspace);
   void* cutlass_ws = static_cast<char*>(workspace) + kArgsBytes;
   UnderlyingShape host_shapes[kGroupedMaxProblems];
   for (int i = 0; i < p.count; ++i) host_shapes[i] = {p.prob[i].m, p.prob[i].n, p.prob[i].k};
   auto args = make_arguments(p, dev, host_shapes);
+  if (bytes < kArgsBytes + Gemm::get_workspace_size(args)) return cudaErrorInvalidValue;  // = workspace_bytes(p)
   if (!GemmKernel::can_implement(args)) return cudaErrorNotSupported;
   if (!smem_attribute_once(p.device)) return cudaErrorNotSupported;
 
