@@ -62,6 +62,10 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     GemmConfig("t64x128x64_c1x1_pingpong", (64, 128, 64), (1, 1), "pingpong", "persistent", efficiency=0.85),
     GemmConfig("t128x128x64_c1x1_coop_streamk", (128, 128, 64), (1, 1), "cooperative", "streamk",
                efficiency=0.95),
+    # Clusters of 2 CTAs along M: the weight (B) tile is multicast to both, halving its L2 -> SM traffic.
+    # Efficiencies below their 1x1 twins until measured (the wave model keeps picking the 1x1 ones).
+    GemmConfig("t128x256x64_c2x1_coop", (128, 256, 64), (2, 1), "cooperative", "persistent", efficiency=0.98),
+    GemmConfig("t128x128x64_c2x1_coop", (128, 128, 64), (2, 1), "cooperative", "persistent", efficiency=0.93),
 )
 
 # Split-K (stream-K configs only): the split counts the tuner times. The analytic rule never picks

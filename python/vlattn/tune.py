@@ -2,7 +2,8 @@
 on the workloads' projection shapes and write the tuned table
 that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
 
-    python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--problem 007|034|all]
+    python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--problem 007|034|all] [--min-m M]
+                          [--configs a,b,...]
 
 Each config is checked against F.linear on the shape before it is timed (a config that fails is
 never chosen); timing is the bench's cold-L2 CUDA-event median. The JSON keeps every timing, so a
@@ -40,10 +41,12 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
                 row[name] = None  # wrong on this shape: never chosen
                 continue
             row[name] = bench.time_stats(timer(lambda: linear(x, w, b, out=out, config=name), iters, warmup))["us_median"]
-        timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row}
+        # cuBLAS in the same conditions, for the reader (never a candidate: callers get our kernels).
+        cublas = bench.time_stats(timer(lambda: F.linear(x, w, b), iters, warmup))["us_median"]
+        timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row, "cublas_us": cublas}
         best = min((us, n) for n, us in row.items() if us is not None)
         print(f"{s.label:>22}  " + "  ".join(f"{n}={us:.1f}" if us else f"{n}=FAIL" for n, us in row.items())
-              + f"  -> {best[1]}", flush=True)
+              + f"  cublas={cublas:.1f}  -> {best[1]} ({cublas / best[0]:.3f}x cuBLAS)", flush=True)
     return timings
 
 
@@ -82,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-m", type=int, default=0, help="only shapes with at least this many rows")
+    parser.add_argument("--configs", default=None, help="comma-separated config names (default: every compiled one)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("vlattn.tune: no CUDA device; tuning needs the GPU it tunes for", file=sys.stderr)
@@ -89,7 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda", torch.cuda.current_device())
     configs = expand_splits(c["name"] for c in _ext.require("vlattn.tune").gemm_configs())
     chosen = workloads.load(None if args.problem == "all" else args.problem)
-    shapes = bench.dedupe_gemm_shapes((w.name, workloads.projection_shapes(w)) for w in chosen)
+    shapes = [s for s in bench.dedupe_gemm_shapes((w.name, workloads.projection_shapes(w)) for w in chosen)
+              if s.m >= args.min_m]
+    if args.configs:
+        wanted = [n.strip() for n in args.configs.split(",") if n.strip()]
+        unknown = sorted(set(wanted) - set(configs))
+        if unknown:
+            parser.error(f"--configs: not compiled: {unknown}; compiled: {configs}")
+        configs = wanted
     timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed)
     props = torch.cuda.get_device_properties(device)
     table = {
