@@ -1,6 +1,7 @@
 // Host launcher of the fused QKV projection (csrc/qkv/sm90_qkv_rope.cuh): builds one TMA tensor
 // map for X and one per weight tensor (the callers' own tensors, every call), then launches one
 // CTA per (head tile, row tile). No torch headers here (build notes #7).
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -169,24 +170,58 @@ cudaError_t launch_mc(const QkvParams& p) {
 }  // namespace
 }  // namespace qkv
 
+// Heads per block of the RoPE pass: the widest run (4, 8, 16, .. heads, capped at each group's head
+// count) whose grid still gives every SM its kRopeRowsMinBlocks resident blocks. Wider runs compute each
+// row's cos/sin for more heads and keep the block's copy ring streaming longer; narrower ones are what
+// fills the machine at small M (007 M=128: 8 row blocks x 7 head runs).
+static int rope_rows_heads_per_block(const QkvParams& p, int* per_group) {
+  const int64_t row_blocks = (p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock;
+  const int64_t slots = int64_t(p.sm_count > 0 ? p.sm_count : 132) * qkv::kRopeRowsMinBlocks;
+  auto runs = [&](int width) {  // blocks along y with runs of `width` heads
+    int64_t n = 0;
+    for (int g = 0; g < p.num_groups; ++g) n += (p.groups[g].heads + width - 1) / width;
+    return n;
+  };
+  int max_heads = 0;
+  for (int g = 0; g < p.num_groups; ++g) max_heads = std::max(max_heads, p.groups[g].heads);
+  int width = qkv::kRopeRowsHeads;
+  while (width < max_heads && row_blocks * runs(2 * width) >= slots) width *= 2;
+  for (int g = 0; g < p.num_groups; ++g) {
+    const int heads4 = (p.groups[g].heads + qkv::kRopeRowsHeads - 1) / qkv::kRopeRowsHeads * qkv::kRopeRowsHeads;
+    per_group[g] = std::min(width, heads4);
+  }
+  return width;
+}
+
+template <int kModes>
+static cudaError_t launch_rope_rows(dim3 grid, const qkv::RopeRowsParams& rp, cudaStream_t stream) {
+  constexpr auto kernel = &qkv::qkv_rope_rows_kernel<kModes>;
+  const cudaError_t err = qkv::set_smem_once<kernel>(qkv::kRopeRowsSmemBytes);
+  if (err != cudaSuccess) return err;
+  return launch_pdl(kernel, grid, dim3(qkv::kRopeRowsThreads), qkv::kRopeRowsSmemBytes, stream, 0, rp);
+}
+
 cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy) {
   if (p.num_groups < 1 || p.num_groups > kQkvMaxGroups || p.m < 1 || p.batch * p.seq != p.m)
     return cudaErrorNotSupported;
   qkv::RopeRowsParams rp;
   rp.p = p;
-  rp.chunk_first[0] = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g) {
     rp.y[g] = g < p.num_groups ? static_cast<const __nv_bfloat16*>(y[g]) : nullptr;
     rp.ldy[g] = g < p.num_groups ? ldy[g] : 0;
+    rp.heads_per_block[g] = qkv::kRopeRowsHeads;
     if (g < p.num_groups) {
       if (p.groups[g].heads < 1 || ldy[g] % 8 || ldy[g] < int64_t(p.groups[g].heads) * kQkvHeadDim ||
           ldy[g] > std::numeric_limits<int>::max() || y[g] == nullptr)
         return cudaErrorNotSupported;
     }
+  }
+  rope_rows_heads_per_block(p, rp.heads_per_block);
+  rp.chunk_first[0] = 0;
+  for (int g = 0; g < kQkvMaxGroups; ++g)
     rp.chunk_first[g + 1] =
         rp.chunk_first[g] +
-        (g < p.num_groups ? (p.groups[g].heads + qkv::kRopeRowsHeads - 1) / qkv::kRopeRowsHeads : 0);
-  }
+        (g < p.num_groups ? (p.groups[g].heads + rp.heads_per_block[g] - 1) / rp.heads_per_block[g] : 0);
   const dim3 grid(static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock),
                   static_cast<unsigned>(rp.chunk_first[p.num_groups]));
   // One instantiation per mode set the layers use (007: table + none; 034: 1-D; t/h/w + none), and one
@@ -195,14 +230,10 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
   for (int g = 0; g < p.num_groups; ++g) modes |= 1 << int(p.groups[g].rope);
   constexpr int kNone = 1 << int(RopeMode::kNone), kTable = 1 << int(RopeMode::kTable);
   constexpr int k1D = 1 << int(RopeMode::kPos1D), k3D = 1 << int(RopeMode::kPos3D);
-  const dim3 block(qkv::kRopeRowsThreads);
-  if ((modes & ~(kTable | kNone)) == 0)
-    return launch_pdl(&qkv::qkv_rope_rows_kernel<kTable | kNone>, grid, block, 0, p.stream, 0, rp);
-  if ((modes & ~(k1D | kNone)) == 0)
-    return launch_pdl(&qkv::qkv_rope_rows_kernel<k1D | kNone>, grid, block, 0, p.stream, 0, rp);
-  if ((modes & ~(k3D | kNone)) == 0)
-    return launch_pdl(&qkv::qkv_rope_rows_kernel<k3D | kNone>, grid, block, 0, p.stream, 0, rp);
-  return launch_pdl(&qkv::qkv_rope_rows_kernel<kTable | k1D | k3D | kNone>, grid, block, 0, p.stream, 0, rp);
+  if ((modes & ~(kTable | kNone)) == 0) return launch_rope_rows<kTable | kNone>(grid, rp, p.stream);
+  if ((modes & ~(k1D | kNone)) == 0) return launch_rope_rows<k1D | kNone>(grid, rp, p.stream);
+  if ((modes & ~(k3D | kNone)) == 0) return launch_rope_rows<k3D | kNone>(grid, rp, p.stream);
+  return launch_rope_rows<kTable | k1D | k3D | kNone>(grid, rp, p.stream);
 }
 
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {

@@ -24,6 +24,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/config.h>
+#include <cutlass/arch/memory_sm80.h>  // cp_async, cp_async_fence, cp_async_wait
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/bfloat16.h>
 #include <cutlass/device_kernel.h>  // CUTLASS_GRID_CONSTANT
@@ -907,46 +908,54 @@ __global__ void __launch_bounds__(T::Threads, 1)
 
 // ---------------------------------------------------------------------------------------------
 // Config kGemmRope, second pass: RoPE + head-major store of projections computed by the CUTLASS
-// GEMMs (bias already added and rounded to bf16, as F.linear). Block (16 rows, up to kRopeRowsHeads
-// heads of one group): each thread owns one 16-byte chunk of one row, computes its cos/sin once, loads
-// its chunk of every head of the block before using any (all loads in flight together), stages them in
-// shared memory so that the RoPE partners (d +- 64, or the t/h/w segment partners) come from there,
-// and stores each head's rotated chunk. The head chunks spread a group's rows over many blocks: with a
-// whole group per block (28 heads per thread, 4 loads in flight) the pass ran 22 us at 1024 rows of
-// 007 (H200, bench/probe_timeline.py, 2026-11-30), ~3x its memory time.
+// GEMMs (bias already added and rounded to bf16, as F.linear). Block: 16 rows x a run of heads of one
+// group (heads_per_block, chosen on the host so that the grid still fills every SM's block slots).
+// Each thread owns one 16-byte chunk of one row: it computes that chunk's cos/sin once for all of
+// the block's heads, then walks the heads kRopeRowsHeads at a time through a kRopeRowsStages-deep ring
+// of shared-memory buffers filled by cp.async (two steps in flight while one is rotated and stored:
+// the RoPE partners, d +- 64 or the t/h/w segment partners, come from the staged rows).
+// History (H200, bench/NOTES.md): one block per 4 heads with register loads, 4 x 16 bytes per thread
+// and one step per block, ran at 1.9-2.5 TB/s on 034 Lq 8192 (Q 53.6 us, K/V 55.1 us, ninth session);
+// a whole group per block with registers only was ~3x its memory time at 1024 rows of 007; 8 heads
+// per block in registers lost occupancy (seventh session).
 // ---------------------------------------------------------------------------------------------
 constexpr int kRopeRowsThreads = 256;
 constexpr int kRopeRowsChunks = kQkvHeadDim / 8;                        // 16-byte chunks per head row
 constexpr int kRopeRowsPerBlock = kRopeRowsThreads / kRopeRowsChunks;  // 16
-// Heads per block. 8 for the position-based modes (half the accurate sincosf per element) measured
-// slower on the H200 (034 Lq 1024 passes 16 -> 20 us and 21 -> 34 us, 2026-11-30, bench/NOTES.md):
-// the occupancy (3 blocks per SM) and block count fall more than the instructions do.
-constexpr int kRopeRowsHeads = 4;
-// Resident blocks per SM the compiler must allow: 4 (<= 64 registers; the pass is latency-bound), but
-// 3 for a launch with a t/h/w group, whose instantiation spills 12 bytes at 64 registers (it asks for 76).
-constexpr int rope_rows_min_blocks(int modes) { return (modes & (1 << int(RopeMode::kPos3D))) != 0 ? 3 : 4; }
+constexpr int kRopeRowsHeads = 4;   // heads per pipeline step: 4 x 16 bytes per thread per step
+constexpr int kRopeRowsStages = 3;  // ring depth: steps i+1 and i+2 in flight while step i is rotated
+constexpr int kRopeRowsStepElems = kRopeRowsHeads * kRopeRowsPerBlock * kQkvHeadDim;
+constexpr int kRopeRowsSmemBytes = kRopeRowsStages * kRopeRowsStepElems * 2;  // 48 KB (dynamic)
+// Resident blocks per SM the compiler must allow (<= 64 registers): the host sizes heads_per_block
+// for this many blocks per SM.
+constexpr int kRopeRowsMinBlocks = 4;
+static_assert(kRopeRowsMinBlocks * (kRopeRowsSmemBytes + kQkvHeadDim * 4) <= 227 * 1024,
+              "the resident blocks' shared memory must fit in an SM");
 
 struct RopeRowsParams {
   QkvParams p;
   const __nv_bfloat16* y[kQkvMaxGroups];
   int64_t ldy[kQkvMaxGroups];
-  int chunk_first[kQkvMaxGroups + 1];  // prefix sums of ceil(heads / kRopeRowsHeads): blockIdx.y -> group
+  int heads_per_block[kQkvMaxGroups];  // a multiple of kRopeRowsHeads
+  int chunk_first[kQkvMaxGroups + 1];  // prefix sums of ceil(heads / heads_per_block): blockIdx.y -> group
 };
 
 // One block's rows and heads with the group's RoPE mode M known at compile time (the block's group is
 // uniform): the other modes' code (accurate sincosf, the t/h/w segment maps) is not in the path, so the
 // instruction footprint is the mode's own (ncu, 2026-11-30: "no instruction" was the pass's top stall).
 template <RopeMode M>
-CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_freq,
-                                    __nv_bfloat16 (*tile)[kRopeRowsPerBlock][kQkvHeadDim]) {
+CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_freq, __nv_bfloat16* ring) {
   QkvParams const& p = rp.p;
   QkvGroup const& grp = p.groups[g];
   constexpr bool kRotate = M != RopeMode::kNone;
-  const int h0 = (static_cast<int>(blockIdx.y) - rp.chunk_first[g]) * kRopeRowsHeads;
-  const int heads = min(kRopeRowsHeads, grp.heads - h0);  // uniform over the block
+  const int hpb = g == 0 ? rp.heads_per_block[0] : g == 1 ? rp.heads_per_block[1] : rp.heads_per_block[2];
+  const int h_begin = (static_cast<int>(blockIdx.y) - rp.chunk_first[g]) * hpb;
+  const int h_end = min(grp.heads, h_begin + hpb);  // uniform over the block
+  const int steps = (h_end - h_begin + kRopeRowsHeads - 1) / kRopeRowsHeads;
   const int t = static_cast<int>(threadIdx.x);
   if constexpr (M == RopeMode::kPos1D || M == RopeMode::kPos3D) {
     if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, M, t);  // no global memory
+    __syncthreads();
   }
   pdl_enter();  // y comes from the GEMMs launched just before
   const int r = t / kRopeRowsChunks;
@@ -954,57 +963,80 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
   const bool live = m < p.m;
   const int c0 = (t % kRopeRowsChunks) * 8;
   const int64_t ldy = g == 0 ? rp.ldy[0] : g == 1 ? rp.ldy[1] : rp.ldy[2];
-  const __nv_bfloat16* y_row = (g == 0 ? rp.y[0] : g == 1 ? rp.y[1] : rp.y[2]) + int64_t(m) * ldy;
-  Vec8 x[kRopeRowsHeads];
+  const __nv_bfloat16* y_row = (g == 0 ? rp.y[0] : g == 1 ? rp.y[1] : rp.y[2]) + int64_t(live ? m : 0) * ldy;
+  // Ring layout [stage][head][row][channel]; this thread's row of head h in stage st:
+  auto staged_row = [&](int st, int h) { return ring + ((st * kRopeRowsHeads + h) * kRopeRowsPerBlock + r) * kQkvHeadDim; };
+  // Step i's copies (heads h_begin + 4i ..), one commit group per step, empty past the last step so
+  // that cp.async.wait_group counts stay uniform.
+  auto issue = [&](int step) {
+    if (live && step < steps) {
+      const int hs = h_begin + step * kRopeRowsHeads;
 #pragma unroll
-  for (int h = 0; h < kRopeRowsHeads; ++h)
-    if (live && h < heads) x[h].u = *reinterpret_cast<const uint4*>(y_row + (h0 + h) * kQkvHeadDim + c0);
-  if constexpr (kRotate) {
-#pragma unroll
-    for (int h = 0; h < kRopeRowsHeads; ++h)
-      if (live && h < heads) *reinterpret_cast<uint4*>(&tile[h][r][c0]) = x[h].u;
-    __syncthreads();  // uniform: every thread of the block reaches it (rows past M only skip the loads)
-  }
-  if (!live) return;
-  const int b = m / p.seq, s = m - b * p.seq;
+      for (int h = 0; h < kRopeRowsHeads; ++h)
+        if (hs + h < h_end)
+          cutlass::arch::cp_async<16, cutlass::arch::CacheOperation::Global>(
+              staged_row(step % kRopeRowsStages, h) + c0, y_row + (hs + h) * kQkvHeadDim + c0, true);
+    }
+    cutlass::arch::cp_async_fence();
+  };
+  static_assert(kRopeRowsStages == 3, "the prologue below fills stages - 1 = 2 steps");
+  issue(0);
+  issue(1);
+  // cos/sin of this thread's channels: once for all of the block's heads, while the first copies fly.
+  const int b = live ? m / p.seq : 0, s = live ? m - b * p.seq : 0;
   float cs[8], sn[8];
-  if constexpr (kRotate) chunk_cos_sin<true>(p.rope, M, b, s, c0, inv_freq, cs, sn);
+  if constexpr (kRotate) {
+    if (live) chunk_cos_sin<true>(p.rope, M, b, s, c0, inv_freq, cs, sn);
+  }
   const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
-  auto* out = static_cast<__nv_bfloat16*>(grp.out) + ((int64_t(b) * grp.heads + h0) * p.seq + s) * kQkvHeadDim + c0;
+  auto* out = static_cast<__nv_bfloat16*>(grp.out) + (int64_t(b) * grp.heads * p.seq + s) * kQkvHeadDim + c0;
+#pragma unroll 1
+  for (int step = 0; step < steps; ++step) {
+    cutlass::arch::cp_async_wait<kRopeRowsStages - 2>();  // this thread's copies of step `step` landed
+    __syncthreads();  // every thread's (partners); and every thread is done with step - 1's stage
+    issue(step + kRopeRowsStages - 1);                    // into step - 1's stage
+    if (live) {
+      const int hs = h_begin + step * kRopeRowsHeads;
 #pragma unroll
-  for (int h = 0; h < kRopeRowsHeads; ++h) {
-    if (h < heads) {
-      Vec8 o = x[h];
-      if constexpr (kRotate) o = rope_chunk(p.rope, M, &tile[h][r][0], c0, x[h], cs, sn);
-      *reinterpret_cast<uint4*>(out + h * head_stride) = o.u;
+      for (int h = 0; h < kRopeRowsHeads; ++h) {
+        if (hs + h < h_end) {
+          const __nv_bfloat16* row = staged_row(step % kRopeRowsStages, h);
+          Vec8 o;
+          o.u = *reinterpret_cast<const uint4*>(row + c0);
+          if constexpr (kRotate) o = rope_chunk(p.rope, M, row, c0, o, cs, sn);
+          *reinterpret_cast<uint4*>(out + (hs + h) * head_stride) = o.u;
+        }
+      }
     }
   }
+  cutlass::arch::cp_async_wait<0>();  // only empty groups are left; nothing outlives the block
 }
 
 // kModes: bit (1 << mode) for every RopeMode a group of the launch uses (rope_rows_modes() on the
 // host); a block whose group has another mode cannot occur.
 template <int kModes>
-__global__ void __launch_bounds__(kRopeRowsThreads, rope_rows_min_blocks(kModes))
+__global__ void __launch_bounds__(kRopeRowsThreads, kRopeRowsMinBlocks)
     qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsParams const rp) {
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
   __shared__ float inv_freq[kQkvHeadDim];
-  __shared__ alignas(16) __nv_bfloat16 tile[kRopeRowsHeads][kRopeRowsPerBlock][kQkvHeadDim];
+  extern __shared__ __align__(16) unsigned char rope_rows_ring[];
+  auto* ring = reinterpret_cast<__nv_bfloat16*>(rope_rows_ring);
   QkvParams const& p = rp.p;
   const int y_block = static_cast<int>(blockIdx.y);
   int g = 0;
   while (g + 1 < p.num_groups && y_block >= rp.chunk_first[g + 1]) ++g;
   switch (p.groups[g].rope) {
     case RopeMode::kNone:
-      if constexpr ((kModes & (1 << int(RopeMode::kNone))) != 0) rope_rows_block<RopeMode::kNone>(rp, g, inv_freq, tile);
+      if constexpr ((kModes & (1 << int(RopeMode::kNone))) != 0) rope_rows_block<RopeMode::kNone>(rp, g, inv_freq, ring);
       break;
     case RopeMode::kTable:
-      if constexpr ((kModes & (1 << int(RopeMode::kTable))) != 0) rope_rows_block<RopeMode::kTable>(rp, g, inv_freq, tile);
+      if constexpr ((kModes & (1 << int(RopeMode::kTable))) != 0) rope_rows_block<RopeMode::kTable>(rp, g, inv_freq, ring);
       break;
     case RopeMode::kPos1D:
-      if constexpr ((kModes & (1 << int(RopeMode::kPos1D))) != 0) rope_rows_block<RopeMode::kPos1D>(rp, g, inv_freq, tile);
+      if constexpr ((kModes & (1 << int(RopeMode::kPos1D))) != 0) rope_rows_block<RopeMode::kPos1D>(rp, g, inv_freq, ring);
       break;
     case RopeMode::kPos3D:
-      if constexpr ((kModes & (1 << int(RopeMode::kPos3D))) != 0) rope_rows_block<RopeMode::kPos3D>(rp, g, inv_freq, tile);
+      if constexpr ((kModes & (1 << int(RopeMode::kPos3D))) != 0) rope_rows_block<RopeMode::kPos3D>(rp, g, inv_freq, ring);
       break;
   }
 #endif
