@@ -375,6 +375,21 @@ def test_gemm_rope_pass_head_chunks(hq, hkv):
 
 
 @requires_sm90
+def test_gemm_rope_pass_head_runs():
+    """From ~2k rows the RoPE pass gives a block a run of 8, 16 or 32 heads of a group, walked 4 at a time
+    through its cp.async ring (qkv_rope_rows_sm90). On the H200, 4300 rows take runs of 16 Q heads (30:
+    16 + 14, the last step 2 heads); 007's K/V groups (5 heads) ride along in runs of 8 (a step of 4, one
+    of 1), 034's K/V launch keeps runs of 4. Small hidden size, so that the sanitizers can run it; bitwise
+    against the reference for the table mRoPE (007) and the 1-D / t/h/w RoPE (034)."""
+    args = mrope_case(1, 4300, hidden=256, hq=30, hkv=5, integer=True, tables="randn")
+    for got, ref, name in zip(run_mrope(args, HF_SECTION, "gemm"), ref_mrope(args, HF_SECTION), "qkv"):
+        assert_bitwise(got, ref, f"{name} 007 4300 rows gemm")
+    cargs = cross_case(1, 4300, 4300, hidden=256, hq=30, hkv=5, integer=True, positions="random")
+    for got, ref, name in zip(run_cross(cargs, "gemm"), ref_cross(cargs), "qkv"):
+        assert_bitwise(got, ref, f"{name} 034 4300 rows gemm")
+
+
+@requires_sm90
 @pytest.mark.parametrize("batch,lq,lv", SHAPES_034, ids=[f"B{b}-Lq{q}-Lv{v}" for b, q, v in SHAPES_034])
 def test_cross_workload_shapes(batch, lq, lv):
     args = cross_case(batch, lq, lv)
