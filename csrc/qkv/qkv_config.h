@@ -118,4 +118,29 @@ inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64
   return waves <= 8 && last * 10 >= sm_count * 9 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
 }
 
+// The RoPE pass of kGemmRope / kGrouped (qkv_rope_rows_kernel, csrc/qkv/sm90_qkv_rope.cuh, whose
+// constants static_assert these): blocks of 16 rows, heads walked 4 at a time, 4 resident blocks per SM.
+constexpr int kRopePassRows = 16;
+constexpr int kRopePassStepHeads = 4;
+constexpr int kRopePassBlocksPerSm = 4;
+
+// Heads per block of the RoPE pass, per group: the widest run (4, 8, 16, .. heads, capped at each
+// group's head count rounded up to 4) with which the largest group alone still gives every SM its
+// kRopePassBlocksPerSm resident blocks. Wider runs compute each row's cos/sin once for more heads and
+// keep a block's copy ring streaming longer; the largest group bounds the pass's time, so its blocks
+// must fill the machine (sizing by all groups' blocks gave 007 M=4096 one 28-head block per row block,
+// about 2 per SM: bench/NOTES.md, ninth session). Small M keeps runs of 4 (007 M=128: 8 row blocks x 7).
+inline void rope_pass_heads_per_block(int64_t rows, const int* heads, int groups, int sm_count, int* per_group) {
+  const int64_t row_blocks = (rows + kRopePassRows - 1) / kRopePassRows;
+  const int64_t slots = int64_t(sm_count > 0 ? sm_count : 132) * kRopePassBlocksPerSm;
+  int max_heads = 0;
+  for (int g = 0; g < groups; ++g) max_heads = std::max(max_heads, heads[g]);
+  int width = kRopePassStepHeads;
+  while (width < max_heads && row_blocks * ((max_heads + 2 * width - 1) / (2 * width)) >= slots) width *= 2;
+  for (int g = 0; g < groups; ++g) {
+    const int rounded = (heads[g] + kRopePassStepHeads - 1) / kRopePassStepHeads * kRopePassStepHeads;
+    per_group[g] = std::min(width, rounded);
+  }
+}
+
 }  // namespace vlattn

@@ -170,25 +170,6 @@ cudaError_t launch_mc(const QkvParams& p) {
 }  // namespace
 }  // namespace qkv
 
-// Heads per block of the RoPE pass: the widest run (4, 8, 16, .. heads, capped at each group's head
-// count) with which the largest group alone still gives every SM its kRopeRowsMinBlocks resident
-// blocks. Wider runs compute each row's cos/sin for more heads and keep a block's copy ring streaming
-// longer; the largest group bounds the pass's time, so its blocks must fill the machine (sizing by the
-// total block count gave 007 M=4096 one 28-head block per row block, ~2 per SM). Narrow runs are what
-// fills the machine at small M (007 M=128: 8 row blocks x 7 runs of Q heads).
-static void rope_rows_heads_per_block(const QkvParams& p, int* per_group) {
-  const int64_t row_blocks = (p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock;
-  const int64_t slots = int64_t(p.sm_count > 0 ? p.sm_count : 132) * qkv::kRopeRowsMinBlocks;
-  int max_heads = 0;
-  for (int g = 0; g < p.num_groups; ++g) max_heads = std::max(max_heads, p.groups[g].heads);
-  int width = qkv::kRopeRowsHeads;
-  while (width < max_heads && row_blocks * ((max_heads + 2 * width - 1) / (2 * width)) >= slots) width *= 2;
-  for (int g = 0; g < p.num_groups; ++g) {
-    const int heads4 = (p.groups[g].heads + qkv::kRopeRowsHeads - 1) / qkv::kRopeRowsHeads * qkv::kRopeRowsHeads;
-    per_group[g] = std::min(width, heads4);
-  }
-}
-
 template <int kModes>
 static cudaError_t launch_rope_rows(dim3 grid, const qkv::RopeRowsParams& rp, cudaStream_t stream) {
   constexpr auto kernel = &qkv::qkv_rope_rows_kernel<kModes>;
@@ -212,7 +193,9 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
         return cudaErrorNotSupported;
     }
   }
-  rope_rows_heads_per_block(p, rp.heads_per_block);
+  int heads[kQkvMaxGroups] = {};
+  for (int g = 0; g < p.num_groups; ++g) heads[g] = p.groups[g].heads;
+  rope_pass_heads_per_block(p.m, heads, p.num_groups, p.sm_count, rp.heads_per_block);  // qkv_config.h
   rp.chunk_first[0] = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g)
     rp.chunk_first[g + 1] =

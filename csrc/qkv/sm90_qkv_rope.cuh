@@ -33,7 +33,7 @@
 
 #include "kernels/rope.h"
 #include "launch/pdl.h"
-#include "qkv/qkv_params.h"
+#include "qkv/qkv_params.h"  // and qkv/qkv_config.h
 
 namespace vlattn {
 namespace qkv {
@@ -922,13 +922,14 @@ __global__ void __launch_bounds__(T::Threads, 1)
 constexpr int kRopeRowsThreads = 256;
 constexpr int kRopeRowsChunks = kQkvHeadDim / 8;                        // 16-byte chunks per head row
 constexpr int kRopeRowsPerBlock = kRopeRowsThreads / kRopeRowsChunks;  // 16
-constexpr int kRopeRowsHeads = 4;   // heads per pipeline step: 4 x 16 bytes per thread per step
+constexpr int kRopeRowsHeads = kRopePassStepHeads;  // heads per pipeline step: 4 x 16 bytes per thread
+static_assert(kRopeRowsPerBlock == kRopePassRows, "qkv_config.h sizes the pass's grid with these rows");
 constexpr int kRopeRowsStages = 3;  // ring depth: steps i+1 and i+2 in flight while step i is rotated
 constexpr int kRopeRowsStepElems = kRopeRowsHeads * kRopeRowsPerBlock * kQkvHeadDim;
 constexpr int kRopeRowsSmemBytes = kRopeRowsStages * kRopeRowsStepElems * 2;  // 48 KB (dynamic)
 // Resident blocks per SM the compiler must allow (<= 64 registers): the host sizes heads_per_block
 // for this many blocks per SM.
-constexpr int kRopeRowsMinBlocks = 4;
+constexpr int kRopeRowsMinBlocks = kRopePassBlocksPerSm;
 static_assert(kRopeRowsMinBlocks * (kRopeRowsSmemBytes + kQkvHeadDim * 4) <= 227 * 1024,
               "the resident blocks' shared memory must fit in an SM");
 

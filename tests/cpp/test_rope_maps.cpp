@@ -224,6 +224,27 @@ bool qkv_plan_rule(std::string& err) {
   return true;
 }
 
+// The RoPE pass's heads per block on the shapes measured on the H200 (bench/NOTES.md, ninth session).
+bool rope_pass_runs(std::string& err) {
+  auto runs = [](int64_t rows, std::vector<int> heads) {
+    std::vector<int> out(heads.size());
+    rope_pass_heads_per_block(rows, heads.data(), static_cast<int>(heads.size()), 132, out.data());
+    return out;
+  };
+  using V = std::vector<int>;
+  EXPECT(runs(8192, {32}) == V({16}));            // 034 Lq 8192, Q: 512 row blocks x 2 runs fill 528 slots
+  EXPECT(runs(12544, {8, 8}) == V({8, 8}));       // its K/V launch: a whole group per block
+  EXPECT(runs(4096, {28, 4, 4}) == V({8, 4, 4})); // 007 M=4096: Q in runs of 8 (by the largest group)
+  EXPECT(runs(17312, {28, 4, 4}) == V({28, 4, 4}));  // 007 B32 S541: whole groups
+  EXPECT(runs(1024, {28, 4, 4}) == V({4, 4, 4}));    // 007 M=1024: 64 row blocks, runs of 4
+  EXPECT(runs(128, {28, 4, 4}) == V({4, 4, 4}));
+  EXPECT(runs(4300, {30, 5, 5}) == V({16, 8, 8}));   // test_gemm_rope_pass_head_runs: 16 + 14, 5 in one run
+  EXPECT(runs(4300, {5, 5}) == V({4, 4}));           // ... its 034 K/V launch
+  EXPECT(runs(0, {28, 4, 4}) == V({4, 4, 4}));       // no rows: no division, the narrowest run
+  EXPECT(runs(1 << 20, {3}) == V({4}));              // never wider than the group rounded up to a step
+  return true;
+}
+
 const Case kCases[] = {
     {"mrope_seed_split", mrope_seed_split},
     {"mrope_hf_split_pairs_share_plane", mrope_hf_split_pairs_share_plane},
@@ -235,6 +256,7 @@ const Case kCases[] = {
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
     {"qkv_auto_rule", qkv_auto_rule},
+    {"rope_pass_runs", rope_pass_runs},
 };
 
 }  // namespace
