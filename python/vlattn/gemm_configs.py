@@ -16,6 +16,9 @@ Why these configs (H200, bf16, K = 3584 or 4096, N = 512..4608):
   (heuristic) decomposition it measured slower than the 64x128 ping-pong tile on every small-M
   shape (2026-11-30). Named "<config>/splitk<N>" it runs plain split-K instead: every output tile's
   K cut into N parts, the partials reduced in a workspace in a fixed order (deterministic bits).
+- 128x256x64 and 128x128x64 cooperative in 2-CTA clusters along M: the weight tile is multicast to
+  both CTAs of a pair. 128x256 in pairs is the rule's large tile since the ninth session (the list's
+  comments have the numbers); 128x128 in pairs only through the tuned table.
 
 Dispatch (vlattn.dispatch and, for the QKV projections' "gemm" config, csrc/ops/linear.cpp) picks by
 a wave model whose per-config efficiencies live here: setup.py writes them into the C++ registry, so
