@@ -6,26 +6,21 @@
 #include <type_traits>
 
 #include "launch/pdl.h"
+#include "launch/smem_attr.h"
 #include "qkv/sm90_qkv_rope.cuh"
 
 namespace vlattn {
 namespace qkv {
 namespace {
 
-// The dynamic shared memory limit is a per-function, per-device attribute: set it once per device
-// (a driver call per launch costs host time that the benchmark sees).
-// Templated on the kernel itself: kernels of one signature must not share the flag.
+// The dynamic shared-memory limit, set once per device and kernel (launch/smem_attr.h), for the
+// current device. Failing to set it is cudaFuncSetAttribute's cudaErrorInvalidValue (too many bytes).
 template <auto kernel>
 cudaError_t set_smem_once(int bytes) {
-  constexpr int kMaxDevices = 64;
-  static bool done[kMaxDevices] = {};
   int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  const cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
-  if (device < kMaxDevices && done[device]) return cudaSuccess;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (err == cudaSuccess && device < kMaxDevices) done[device] = true;
-  return err;
+  return max_dynamic_smem_once<kernel>(device, bytes) ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 // Kernel parameters shared by every config: X's tensor map (one TileM x BK box per load), one weight
@@ -183,18 +178,18 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
     return cudaErrorNotSupported;
   qkv::RopeRowsParams rp;
   rp.p = p;
+  int heads[kQkvMaxGroups] = {};
   for (int g = 0; g < kQkvMaxGroups; ++g) {
     rp.y[g] = g < p.num_groups ? static_cast<const __nv_bfloat16*>(y[g]) : nullptr;
     rp.ldy[g] = g < p.num_groups ? ldy[g] : 0;
-    rp.heads_per_block[g] = qkv::kRopeRowsHeads;
+    rp.heads_per_block[g] = qkv::kRopeRowsHeads;  // groups past num_groups: never read
     if (g < p.num_groups) {
       if (p.groups[g].heads < 1 || ldy[g] % 8 || ldy[g] < int64_t(p.groups[g].heads) * kQkvHeadDim ||
           ldy[g] > std::numeric_limits<int>::max() || y[g] == nullptr)
         return cudaErrorNotSupported;
+      heads[g] = p.groups[g].heads;
     }
   }
-  int heads[kQkvMaxGroups] = {};
-  for (int g = 0; g < p.num_groups; ++g) heads[g] = p.groups[g].heads;
   rope_pass_heads_per_block(p.m, heads, p.num_groups, p.sm_count, rp.heads_per_block);  // qkv_config.h
   rp.chunk_first[0] = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g)
