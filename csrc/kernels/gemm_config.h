@@ -27,8 +27,8 @@ struct Sm90GemmConfig {
   static_assert(kTileK % 64 == 0, "tile K must cover whole 128-byte swizzle atoms of bf16");
   static_assert(kTileSched != TileSched::kStreamK || kSchedule == Schedule::kCooperative,
                 "CUTLASS's sm90 stream-K scheduler runs on the cooperative kernel");
-  static_assert(kClusterM >= 1 && kClusterN >= 1 && kClusterM * kClusterN <= 2,
-                "clusters larger than 2 are not tuned yet");
+  static_assert(kClusterM >= 1 && kClusterM <= 2 && kClusterN >= 1 && kClusterN <= 2,
+                "clusters of 1 or 2 CTAs along each of M and N only (larger ones are not tuned)");
   // bf16 A and B tiles of one pipeline stage; with 0 (automatic) stages CUTLASS fits as many as
   // the smem left by the epilogue allows, at least 2 are needed to overlap TMA with wgmma.
   static constexpr int kSmemBytesPerStage = (kTileM + kTileN) * kTileK * 2;

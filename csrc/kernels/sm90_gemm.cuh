@@ -98,6 +98,14 @@ struct Sm90Gemm {
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
     args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);  // nullptr reads as zero
+    {
+      const GemmTileOrder order = gemm_tile_order_from_env();
+      using Raster = decltype(args.scheduler.raster_order);
+      args.scheduler.raster_order = order.raster == 1   ? Raster::AlongM
+                                    : order.raster == 2 ? Raster::AlongN
+                                                        : Raster::Heuristic;
+      args.scheduler.max_swizzle_size = order.swizzle;
+    }
     if constexpr (Cfg::kTileSched == TileSched::kStreamK) {
       // Deterministic fix-up order: two runs on the same inputs give the same bits.
       using Reduction = decltype(args.scheduler.reduction_mode);

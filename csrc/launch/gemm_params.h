@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_runtime_api.h>
 
@@ -24,6 +25,28 @@ struct GemmParams {
   // decomposition, partials reduced in the workspace in a fixed order). 1: the entry's own schedule.
   int splits = 1;
 };
+
+// The persistent tile scheduler's walk over output tiles (CUTLASS's raster order and swizzle).
+// Development knob, read once per process: VLATTN_GEMM_RASTER = m | n (default: CUTLASS's heuristic,
+// along M when there are more tile columns than rows), VLATTN_GEMM_SWIZZLE = 1 | 2 | 4 | 8 (default 1).
+// Same tiles, same math per tile: only the order in which the SMs take them (L2 reuse) changes.
+struct GemmTileOrder {
+  int raster = 0;   // 0 heuristic, 1 along M, 2 along N
+  int swizzle = 1;  // CUTLASS's max_swizzle_size
+};
+
+inline GemmTileOrder gemm_tile_order_from_env() {
+  static const GemmTileOrder order = [] {
+    GemmTileOrder o;
+    if (const char* r = std::getenv("VLATTN_GEMM_RASTER")) o.raster = (r[0] == 'm') ? 1 : (r[0] == 'n') ? 2 : 0;
+    if (const char* z = std::getenv("VLATTN_GEMM_SWIZZLE")) {
+      const int v = std::atoi(z);
+      o.swizzle = (v == 2 || v == 4 || v == 8) ? v : 1;
+    }
+    return o;
+  }();
+  return order;
+}
 
 // The largest split count a config name may ask for ("<stream-K config>/splitk<N>").
 constexpr int kMaxGemmSplits = 16;

@@ -74,6 +74,14 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # table only (efficiency below the 1x1 twin's).
     GemmConfig("t128x256x64_c2x1_coop", (128, 256, 64), (2, 1), "cooperative", "persistent", efficiency=1.0),
     GemmConfig("t128x128x64_c2x1_coop", (128, 128, 64), (2, 1), "cooperative", "persistent", efficiency=0.93),
+    # Small M (128..613 rows): 64x64 ping-pong tiles put twice as many CTAs on the weights as 64x128
+    # (128x3584: 112 instead of 56), each with ~13 stages of 16 KB in flight; in clusters the weight
+    # tile is multicast along M (2x1) and the activation tile along N too (2x2). cuBLAS's kernel at
+    # 128x3584x3584 has the same shape (64-token x 72-weight tiles, 12 stages, 4x2 clusters: call 4 of
+    # the seventh session). Efficiency 0.4 until measured: the wave model never picks them over 64x128.
+    GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.4),
+    GemmConfig("t64x64x64_c2x1_pingpong", (64, 64, 64), (2, 1), "pingpong", "persistent", efficiency=0.4),
+    GemmConfig("t64x64x64_c2x2_pingpong", (64, 64, 64), (2, 2), "pingpong", "persistent", efficiency=0.4),
 )
 
 # Split-K (stream-K configs only): the split counts the tuner times. The analytic rule never picks

@@ -2,7 +2,7 @@
 on the workloads' projection shapes and write the tuned table
 that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
 
-    python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--problem 007|034|all] [--min-m M]
+    python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--problem 007|034|all] [--min-m M] [--max-m M]
                           [--configs a,b,...]
 
 Each config is checked against F.linear on the shape before it is timed (a config that fails is
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-m", type=int, default=0, help="only shapes with at least this many rows")
+    parser.add_argument("--max-m", type=int, default=1 << 30, help="only shapes with at most this many rows")
     parser.add_argument("--configs", default=None, help="comma-separated config names (default: every compiled one)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = expand_splits(c["name"] for c in _ext.require("vlattn.tune").gemm_configs())
     chosen = workloads.load(None if args.problem == "all" else args.problem)
     shapes = [s for s in bench.dedupe_gemm_shapes((w.name, workloads.projection_shapes(w)) for w in chosen)
-              if s.m >= args.min_m]
+              if args.min_m <= s.m <= args.max_m]
     if args.configs:
         wanted = [n.strip() for n in args.configs.split(",") if n.strip()]
         unknown = sorted(set(wanted) - set(configs))
