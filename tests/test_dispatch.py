@@ -15,6 +15,7 @@ H200_SMS = 132
 STREAMK = "t128x128x64_c1x1_coop_streamk"
 LARGE = "t128x256x64_c2x1_coop"
 PINGPONG = "t64x128x64_c1x1_pingpong"
+SMALL = "t64x64x64_c1x1_pingpong"
 ALL = frozenset(BY_NAME)
 
 
@@ -43,12 +44,21 @@ def tuned_table(monkeypatch):
 # Measured best persistent config per shape (H200, 2026-11-30 smoke run, cold L2, µs in comments).
 @pytest.mark.parametrize("m,n,k,best", [
     (128, 4608, 3584, PINGPONG),   # pingpong 20.4, coop 25.5, 128x256 39.9
-    (128, 3584, 3584, PINGPONG),   # 18.6 / 24.3 / 39.7
+    (128, 3584, 3584, SMALL),      # 18.6 / 24.3 / 39.7; tenth session: 64x64 16.0, 64x128 19.0 (+bias)
     (541, 3584, 3584, PINGPONG),   # 30.6 / 43.4 / 40.4
     (4096, 4608, 3584, DEFAULT_CONFIG),  # coop 199.7, 128x256 203.2, pingpong 327.7
     (8192, 4096, 4096, LARGE),     # 128x256 416.4, coop 424.3; ninth session: 128x256 in 2-CTA clusters
                                    # 371.9 / 388.6 (bias / none), alone 420.5 / 368.5
-    (128, 1024, 4096, PINGPONG),   # 17.5 / 32.0 / 57.5
+    (128, 1024, 4096, SMALL),      # 17.5 / 32.0 / 57.5 (64x64 not timed at this shape: 32 tiles, one wave,
+                                   # like 128x512x3584 where it measured 11.9 against 14.8)
+    # Tenth session (python -m vlattn.tune --max-m 2048, 15 iters, +bias), 64x64 / 64x128 ping-pong:
+    (128, 512, 3584, SMALL),       # 11.9 / 14.8
+    (1024, 512, 3584, SMALL),      # 13.4 / 15.6
+    (2048, 512, 3584, PINGPONG),   # 19.8 / 16.6 (64x64 needs two waves)
+    (256, 3584, 3584, PINGPONG),   # 21.2 / 19.0 (two waves)
+    (784, 1024, 4096, PINGPONG),   # 29.0 / 22.4 (two waves)
+    (256, 4096, 4096, PINGPONG),   # 24.1 / 22.1 (two waves)
+    (512, 3584, 3584, DEFAULT_CONFIG),  # 128x128 25.8, 64x128 28.1, 64x64 34.8
 ])
 def test_analytic_matches_measured_best(m, n, k, best):
     assert dispatch.analytic_config(m, n, k, H200_SMS) == best
@@ -68,9 +78,9 @@ def test_analytic_never_splits():
 
 
 def test_sm_count_is_an_input():
-    # 28 tiles of 128x128: under a wave on 132 SMs (the 64x128 tile doubles them), one full wave on
-    # a 28-SM part (where 56 ping-pong tiles would need two).
-    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS) == PINGPONG
+    # 28 tiles of 128x128: under a wave on 132 SMs (the 64x64 tile quadruples them and still fits one
+    # wave), one full wave on a 28-SM part (where 112 tiles of 64x64 would need four).
+    assert dispatch.analytic_config(128, 3584, 3584, H200_SMS) == SMALL
     assert dispatch.analytic_config(128, 3584, 3584, 28) == DEFAULT_CONFIG
 
 
@@ -91,7 +101,7 @@ def test_analytic_picks_are_configs_for_every_workload_gemm():
 # --------------------------------------------------------------------------------------------
 
 def test_select_uses_analytic_when_compiled(no_tuned_table):
-    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, ALL) == PINGPONG
+    assert dispatch.select_gemm_config(128, 3584, 3584, H200_SMS, ALL) == SMALL
     assert dispatch.select_gemm_config(8192, 4096, 4096, H200_SMS, ALL) == LARGE
 
 

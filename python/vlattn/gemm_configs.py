@@ -16,6 +16,8 @@ Why these configs (H200, bf16, K = 3584 or 4096, N = 512..4608):
   (heuristic) decomposition it measured slower than the 64x128 ping-pong tile on every small-M
   shape (2026-11-30). Named "<config>/splitk<N>" it runs plain split-K instead: every output tile's
   K cut into N parts, the partials reduced in a workspace in a fixed order (deterministic bits).
+- 64x64x64 ping-pong, persistent: small M, where a 64x128 grid is one partial wave (N = 512 at up to
+  1024 rows, 128x3584): twice the CTAs streaming weights.
 - 128x256x64 and 128x128x64 cooperative in 2-CTA clusters along M: the weight tile is multicast to
   both CTAs of a pair. 128x256 in pairs is the rule's large tile since the ninth session (the list's
   comments have the numbers); 128x128 in pairs only through the tuned table.
@@ -74,14 +76,14 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # table only (efficiency below the 1x1 twin's).
     GemmConfig("t128x256x64_c2x1_coop", (128, 256, 64), (2, 1), "cooperative", "persistent", efficiency=1.0),
     GemmConfig("t128x128x64_c2x1_coop", (128, 128, 64), (2, 1), "cooperative", "persistent", efficiency=0.93),
-    # Small M (128..613 rows): 64x64 ping-pong tiles put twice as many CTAs on the weights as 64x128
-    # (128x3584: 112 instead of 56), each with ~13 stages of 16 KB in flight; in clusters the weight
-    # tile is multicast along M (2x1) and the activation tile along N too (2x2). cuBLAS's kernel at
-    # 128x3584x3584 has the same shape (64-token x 72-weight tiles, 12 stages, 4x2 clusters: call 4 of
-    # the seventh session). Efficiency 0.4 until measured: the wave model never picks them over 64x128.
-    GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.4),
-    GemmConfig("t64x64x64_c2x1_pingpong", (64, 64, 64), (2, 1), "pingpong", "persistent", efficiency=0.4),
-    GemmConfig("t64x64x64_c2x2_pingpong", (64, 64, 64), (2, 2), "pingpong", "persistent", efficiency=0.4),
+    # Small M: 64x64 ping-pong tiles put twice as many CTAs on the weights as 64x128 where both fit in
+    # one wave (128x3584: 112 instead of 56), with ~13 stages of 16 KB in flight. H200, tenth session
+    # (python -m vlattn.tune, 15 iters, same run): 128x3584x3584+b 19.0 -> 16.0 us, N = 512 at 128..1024
+    # rows 14.8-15.6 -> 11.9-13.4; loses once it needs a second wave (256x3584 21.2 vs 19.0, 784x1024
+    # 29.0 vs 22.4), so the wave model's efficiency 0.5 (a one-wave 64x64 grid beats a one-wave 64x128
+    # one, two waves do not). 2x1 and 2x2 clusters of it (weights / activations multicast) measured no
+    # faster anywhere (128x512: 11.9 all three; 392x1024: 18.6 / 21.2 vs 16.5): not built.
+    GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.5),
 )
 
 # Split-K (stream-K configs only): the split counts the tuner times. The analytic rule never picks
