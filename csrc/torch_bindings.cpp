@@ -85,7 +85,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "vlattn native kernels (sm_90a); ops are registered under torch.ops.vlattn";
   m.def("gemm_configs", &gemm_configs, "GEMM configs compiled into this build, in registry order");
   m.def("gemm_analytic_config", &vlattn::gemm_analytic_config,
-        "the wave model's config for M x N x K on sm_count SMs, as the QKV 'gemm' config picks it");
+        "the wave model's config for M x N x K on sm_count SMs (`concurrent` equal GEMMs side by side), "
+        "as the QKV 'gemm' config picks it",
+        pybind11::arg("m"), pybind11::arg("n"), pybind11::arg("k"), pybind11::arg("sm_count"),
+        pybind11::arg("concurrent") = 1);
   // Not torch ops: called from the registered Python implementations of the layer ops (vlattn/ops.py)
   // once they chose the native backend, so that the three kernels launch without Python between them.
   m.def("mrope_layer", &vlattn::mrope_layer, "native mrope_self_attention (fused QKV, attention, O projection)");

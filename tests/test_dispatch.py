@@ -64,6 +64,14 @@ def test_analytic_matches_measured_best(m, n, k, best):
     assert dispatch.analytic_config(m, n, k, H200_SMS) == best
 
 
+def test_side_by_side_pair_counts_both_grids():
+    """034's K and V GEMMs at 392 vision rows run side by side on two streams. Alone, 64x64 is one
+    wave (112 tiles) and wins; as a pair its 224 tiles are two waves, 64x128's 112 one (tenth session:
+    picked alone, 64x64 made 034 B2 Lq128 9.7% slower)."""
+    assert dispatch.analytic_config(392, 1024, 4096, H200_SMS) == SMALL
+    assert dispatch.analytic_config(392, 1024, 4096, H200_SMS, concurrent=2) == PINGPONG
+
+
 def test_analytic_never_picks_stream_k_heuristic():
     """Stream-K's own decomposition measured slower on every small-M shape: only its split-K variants."""
     for m in (1, 128, 541, 4096, 16384):
@@ -207,6 +215,9 @@ def test_cpp_wave_model_matches_python():
     for sms in (H200_SMS, 114, 78, 16):
         for m, n, k in sorted(shapes):
             assert _ext._C.gemm_analytic_config(m, n, k, sms) == dispatch.analytic_config(m, n, k, sms), (m, n, k, sms)
+            for pair in (1, 2):
+                assert (_ext._C.gemm_analytic_config(m, n, k, sms, concurrent=pair)
+                        == dispatch.analytic_config(m, n, k, sms, concurrent=pair)), (m, n, k, sms, pair)
 
 
 # --------------------------------------------------------------------------------------------

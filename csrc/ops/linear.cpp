@@ -164,11 +164,12 @@ GemmStatus run_gemm(const GemmKernelEntry& entry, const GemmParams& p, const at:
   return entry.run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
 }
 
-const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, int sm_count) {
+const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, int sm_count, int concurrent) {
   // python/vlattn/dispatch.py (estimated_cost, analytic_config) in C++: the persistent configs in
   // registry order, cost = whole waves x tile area / efficiency (from gemm_configs.py via the
   // registry), ties to the earlier entry (the default is entry 0). Stream-K is never picked: measured
-  // slower, split or not.
+  // slower, split or not. `concurrent` equal GEMMs running side by side on two streams share the SMs:
+  // their tiles together make the waves (1: the Python rule).
   int count = 0;
   const GemmKernelEntry* all = gemm_registry(&count);
   const int64_t sms = std::max(sm_count, 1);
@@ -178,15 +179,15 @@ const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, i
     const GemmKernelEntry& e = all[i];
     if (std::strcmp(e.scheduler, "persistent") != 0) continue;
     const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
-    const int64_t waves = (tiles + sms - 1) / sms;
+    const int64_t waves = (tiles * std::max(concurrent, 1) + sms - 1) / sms;
     const double cost = double(waves * e.tile_m * e.tile_n) / e.efficiency;
     if (best == nullptr || cost < best_cost) best = &e, best_cost = cost;
   }
   return best;
 }
 
-std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count) {
-  const GemmKernelEntry* e = gemm_analytic_pick(m, n, k, static_cast<int>(sm_count));
+std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent) {
+  const GemmKernelEntry* e = gemm_analytic_pick(m, n, k, static_cast<int>(sm_count), static_cast<int>(concurrent));
   return e == nullptr ? std::string() : std::string(e->name);
 }
 

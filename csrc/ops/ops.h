@@ -20,9 +20,9 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
 // The GEMM config the wave model picks for M x N x K (python/vlattn/dispatch.py's analytic_config in
 // C++; K does not enter the model): nullptr when no persistent config is compiled.
 struct GemmKernelEntry;
-const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count);
+const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t k, int sm_count, int concurrent = 1);
 // Its name ("" when none).
-std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count);
+std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent = 1);
 // Runs one registry GEMM with its workspace from the caching allocator (device and stream in p).
 struct GemmParams;
 enum class GemmStatus : int;

@@ -156,6 +156,18 @@ bool gemm_side_stream_enabled() {
   return enabled;
 }
 
+// Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
+// model counts both GEMMs' tiles on the one machine (gemm_analytic_pick's `concurrent`). Picked alone,
+// 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
+// Lq128 +9.7% (bench/NOTES.md, tenth session). VLATTN_QKV_PAIR_WAVES=0 picks each alone (read once).
+bool gemm_pair_waves_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLATTN_QKV_PAIR_WAVES");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
 // Fork/join events, one pair per device and host thread, created on first use and reused: recording
 // an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
 // sharing one pair could each wait on the other's record.
@@ -223,6 +235,10 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     C10_CUDA_CHECK(cudaEventRecord(ev.fork, p.stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
   }
+  // Two equal-width groups run side by side: their GEMMs share the machine (gemm_pair_waves_enabled).
+  bool equal_widths = p.num_groups == 2;
+  for (int g = 1; g < p.num_groups; ++g) equal_widths = equal_widths && p.groups[g].heads == p.groups[0].heads;
+  const int concurrent = side && equal_widths && gemm_pair_waves_enabled() ? 2 : 1;
   for (int i = 0; i < p.num_groups; ++i) {
     // The side stream's group goes first so that it starts with the others, not after them.
     const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
@@ -244,7 +260,7 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     gp.sm_count = p.sm_count;
     gp.stream = on_side ? side_stream->stream() : p.stream;
     // vlattn.linear's wave model (gemm_analytic_pick); a stream-K-only build runs its first config.
-    const GemmKernelEntry* entry = gemm_analytic_pick(p.m, n, p.k, p.sm_count);
+    const GemmKernelEntry* entry = gemm_analytic_pick(p.m, n, p.k, p.sm_count, concurrent);
     if (entry == nullptr) {
       int count = 0;
       const GemmKernelEntry* all = gemm_registry(&count);

@@ -39,19 +39,21 @@ def tuned_table() -> dict[tuple[int, int, int], str]:
     return table
 
 
-def estimated_cost(config: GemmConfig, m: int, n: int, sm_count: int) -> float:
+def estimated_cost(config: GemmConfig, m: int, n: int, sm_count: int, concurrent: int = 1) -> float:
     """Wave model: whole waves of persistent tiles, each costing its area over the config's
     efficiency (gemm_configs.py). Partial last waves cost a full wave, which is what makes 541 x 3584
-    (140 tiles of 128x128 on 132 SMs) slow with 128x128 and fast with 64x128. csrc/ops/linear.cpp
-    (gemm_analytic_pick, for the QKV 'gemm' config) is the same model in C++; tests/test_dispatch.py
-    checks that the two agree."""
+    (140 tiles of 128x128 on 132 SMs) slow with 128x128 and fast with 64x128. ``concurrent`` equal
+    GEMMs running side by side (the QKV 'gemm' config's K and V on two streams) put all their tiles
+    in the same waves. csrc/ops/linear.cpp (gemm_analytic_pick, for the QKV 'gemm' config) is the
+    same model in C++; tests/test_dispatch.py checks that the two agree."""
     tm, tn, _ = config.tile
     tiles = math.ceil(m / tm) * math.ceil(n / tn)
-    waves = math.ceil(tiles / sm_count)
+    waves = math.ceil(tiles * max(concurrent, 1) / sm_count)
     return waves * tm * tn / config.efficiency
 
 
-def analytic_config(m: int, n: int, k: int, sm_count: int, candidates: Iterable[str] | None = None) -> str | None:
+def analytic_config(m: int, n: int, k: int, sm_count: int, candidates: Iterable[str] | None = None,
+                    concurrent: int = 1) -> str | None:
     """The persistent config with the lowest wave-model cost among ``candidates`` (default: all).
 
     Stream-K is left to the tuned table, in both forms: its own decomposition measured slower than
@@ -62,7 +64,7 @@ def analytic_config(m: int, n: int, k: int, sm_count: int, candidates: Iterable[
     pool = [c for c in GEMM_CONFIGS if c.scheduler == "persistent" and c.name in allowed]
     if not pool:
         return None
-    return min(pool, key=lambda c: (estimated_cost(c, m, n, sm_count), c.name != DEFAULT_CONFIG)).name
+    return min(pool, key=lambda c: (estimated_cost(c, m, n, sm_count, concurrent), c.name != DEFAULT_CONFIG)).name
 
 
 @functools.lru_cache(maxsize=4096)
