@@ -84,10 +84,9 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # one, two waves do not). 2x1 and 2x2 clusters of it (weights / activations multicast) measured no
     # faster anywhere (128x512: 11.9 all three; 392x1024: 18.6 / 21.2 vs 16.5): not built.
     GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.5),
-    # Candidates (not measured yet; efficiency 0.3 keeps them out of the rule): the small-M tiles with
-    # 128-deep K steps, half the mainloop iterations (and barrier round trips) per tile.
-    GemmConfig("t64x64x128_c1x1_pingpong", (64, 64, 128), (1, 1), "pingpong", "persistent", efficiency=0.3),
-    GemmConfig("t64x128x128_c1x1_pingpong", (64, 128, 128), (1, 1), "pingpong", "persistent", efficiency=0.3),
+    # Tried in the tenth session and not built: the small-M tiles with 128-deep K steps (64x64x128,
+    # 64x128x128 ping-pong; half the mainloop iterations) were no faster than their 64-deep twins
+    # (bench/NOTES.md, tenth session, call 4).
     # Tried for large M in the tenth session and not built: 128x128 ping-pong in 2x1 clusters (+1.5%
     # summed over the 18 shapes with M >= 8192) and 256x128 cooperative in 1x2 clusters (-1.0%, inside
     # the ~1.5% run-to-run noise of those sums) against the rule's 128x256 pair.
