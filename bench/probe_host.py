@@ -11,6 +11,8 @@ alone), prints median µs of:
            bench reports, max(host path, GPU) roughly;
   graph    the call captured in a CUDA graph and replayed with the cold timer.
 `gpu` vs `cold` says whether the host path is exposed; `graph` is the no-host-overhead floor.
+--profile N: also run each workload's layer call N times under cProfile (GPU held busy) and print
+the 12 functions with the most own time: the Python wrapper's share against the C++ op's.
 """
 import argparse
 import statistics
@@ -85,10 +87,28 @@ def callables(w):
     return {"layer": layer, "qkv": qkv, "attention": attn, "o_proj": o_proj}
 
 
+def profile_layer(fn, iters):
+    import cProfile
+    import io
+    import pstats
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES * 4)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(iters):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(12)
+    print(out.getvalue())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--workloads", default="007:0,007:1,007:3,007:6,034:0,034:2")
+    ap.add_argument("--profile", type=int, default=0, help="cProfile this many layer calls per workload")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
@@ -105,6 +125,8 @@ def main():
             gr = events_us(graphed(fn), args.iters, scratch, ahead=False)
             print(f"{w.name:28s} {name:10s} "
                   f"{h:8.1f} {g:8.1f} {c:8.1f} {gr:8.1f}", flush=True)
+            if name == "layer" and args.profile:
+                profile_layer(fn, args.profile)
 
 
 if __name__ == "__main__":
