@@ -13,6 +13,9 @@ alone), prints median µs of:
 `gpu` vs `cold` says whether the host path is exposed; `graph` is the no-host-overhead floor.
 --profile N: also run each workload's layer call N times under cProfile (GPU held busy) and print
 the 12 functions with the most own time: the Python wrapper's share against the C++ op's.
+--ranges N: run the layer call N times under torch.profiler (CPU events, GPU held busy) and print the
+C++ op's host ranges (csrc/ops: vlattn.layer.*, vlattn.qkv.*, vlattn.gemm.run, vlattn.attention.launch)
+and the ATen ops it calls, per layer call. The profiler adds ~1 µs per recorded event: read shares.
 """
 import argparse
 import statistics
@@ -104,11 +107,29 @@ def profile_layer(fn, iters):
     print(out.getvalue())
 
 
+def profile_ranges(fn, iters):
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES * 4)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(iters):
+            fn()
+    torch.cuda.synchronize()
+    rows = sorted(prof.key_averages(), key=lambda e: -e.cpu_time_total)
+    print(f"    {'range / op':40s} {'calls/layer':>11s} {'total us/layer':>15s} {'self us/layer':>14s}")
+    for e in rows[:25]:
+        print(f"    {e.key[:40]:40s} {e.count / iters:11.1f} {e.cpu_time_total / iters:15.1f} "
+              f"{e.self_cpu_time_total / iters:14.1f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--workloads", default="007:0,007:1,007:3,007:6,034:0,034:2")
     ap.add_argument("--profile", type=int, default=0, help="cProfile this many layer calls per workload")
+    ap.add_argument("--ranges", type=int, default=0, help="torch.profiler host ranges over this many layer calls")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
@@ -127,6 +148,8 @@ def main():
                   f"{h:8.1f} {g:8.1f} {c:8.1f} {gr:8.1f}", flush=True)
             if name == "layer" and args.profile:
                 profile_layer(fn, args.profile)
+            if name == "layer" and args.ranges:
+                profile_ranges(fn, args.ranges)
 
 
 if __name__ == "__main__":

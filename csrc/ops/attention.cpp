@@ -11,6 +11,7 @@
 // Deliberate difference from the reference: a row whose keys are all -inf gives 0 (reference: NaN).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -134,7 +135,11 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
     p.workspace = workspace.data_ptr();
   }
 
-  const AttentionStatus status = attention_sm90(p);
+  AttentionStatus status;
+  {
+    RECORD_USER_SCOPE("vlattn.attention.launch");  // tensor maps, mask pre-pass, kernel launch
+    status = attention_sm90(p);
+  }
   TORCH_CHECK(status == AttentionStatus::kSuccess, kOp, ": kernel failed for B=", num(batch), " Hq=", num(heads_q),
               " Hkv=", num(heads_kv), " Sq=", num(seqlen_q), " Sk=", num(seqlen_k), ": ",
               attention_status_string(status));

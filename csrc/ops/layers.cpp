@@ -6,7 +6,10 @@
 // between the kernels. The component ops validate their arguments (errors name the argument); the
 // Python caller re-validates with the layer's own messages when this raises.
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/extension.h>
+
+#include <tuple>
 
 #include "ops/ops.h"
 
@@ -32,14 +35,24 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                        const at::Tensor& sin, const c10::optional<at::Tensor>& attention_mask,
                        std::vector<int64_t> mrope_section, bool causal, const std::string& o_config,
                        c10::optional<at::Tensor> out) {
-  auto [q, k, v] = mrope_qkv(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
-                             mrope_section, "");
+  // Host-path ranges (torch.profiler CPU events; a flag test when no profiler runs): bench/probe_host.py --ranges.
+  at::Tensor q, k, v;
+  {
+    RECORD_USER_SCOPE("vlattn.layer.qkv");
+    std::tie(q, k, v) = mrope_qkv(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
+                                  mrope_section, "");
+  }
   c10::optional<at::Tensor> mask = attention_mask;
   if (mask.has_value() && mask->size(-1) > 1 && mask->stride(-1) != 1) mask = mask->contiguous();
   // The mask is settled for the pre-pass: the layer's kernels before it (the QKV projection, or
   // PyTorch's copy just above, which makes the launch an ordinary one) never write it, and the QKV
   // kernels pass their PDL wait before triggering (launch/pdl.h).
-  const at::Tensor o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true);
+  at::Tensor o;
+  {
+    RECORD_USER_SCOPE("vlattn.layer.attention");
+    o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true);
+  }
+  RECORD_USER_SCOPE("vlattn.layer.o_proj");
   return output_projection(o, o_weight, o_config, out);
 }
 
@@ -49,10 +62,19 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
                        const at::Tensor& k_proj_bias, const at::Tensor& v_proj_weight, const at::Tensor& v_proj_bias,
                        const at::Tensor& o_proj_weight, double rope_theta, std::vector<int64_t> thw_split,
                        const std::string& o_config, c10::optional<at::Tensor> out) {
-  auto [q, k, v] = vision_qkv(dense(language_hidden_states), dense(vision_hidden_states), language_position_ids,
-                              vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight,
-                              v_proj_bias, rope_theta, thw_split, "");
-  const at::Tensor o = attention(q, k, v, c10::nullopt, false, kScale, true);
+  at::Tensor q, k, v;
+  {
+    RECORD_USER_SCOPE("vlattn.layer.qkv");
+    std::tie(q, k, v) = vision_qkv(dense(language_hidden_states), dense(vision_hidden_states), language_position_ids,
+                                   vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias,
+                                   v_proj_weight, v_proj_bias, rope_theta, thw_split, "");
+  }
+  at::Tensor o;
+  {
+    RECORD_USER_SCOPE("vlattn.layer.attention");
+    o = attention(q, k, v, c10::nullopt, false, kScale, true);
+  }
+  RECORD_USER_SCOPE("vlattn.layer.o_proj");
   return output_projection(o, o_proj_weight, o_config, out);
 }
 

@@ -1,6 +1,7 @@
 // vlattn::linear: tensor checks -> GemmParams -> the named sm_90a GEMM config.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
@@ -161,6 +162,7 @@ GemmStatus run_gemm(const GemmKernelEntry& entry, const GemmParams& p, const at:
   const size_t ws_bytes = entry.workspace_bytes(p);
   at::Tensor workspace;  // from the caching allocator: capturable in CUDA graphs
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
+  RECORD_USER_SCOPE("vlattn.gemm.run");  // CUTLASS arguments, tensor maps, launch
   return entry.run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
 }
 

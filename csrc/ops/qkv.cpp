@@ -3,6 +3,7 @@
 // (contiguous: the attention kernel's input layout), allocated by PyTorch's caching allocator.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Optional.h>
@@ -284,6 +285,7 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     C10_CUDA_CHECK(cudaEventRecord(ev.join, side_stream->stream()));
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
+  RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
   const cudaError_t err = qkv_rope_rows_sm90(p, y.ptr, y.ldy);
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
@@ -496,6 +498,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   for (int c = 0; c < kQkvHeadDim && vec16; ++c) vec16 = p.rope.plane_of_channel[c] == p.rope.plane_of_channel[c & ~7];
   p.rope.tab_vec16 = vec16;
   QkvParams* launches[1] = {&p};
+  RECORD_USER_SCOPE("vlattn.qkv.launch");
   launch_all(op, launches, &x, 1, config);
   return {q, kk, v};
 }
@@ -565,6 +568,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
 
   QkvParams* launches[2] = {&pq, &pkv};
   const at::Tensor inputs[2] = {lang, vision};
+  RECORD_USER_SCOPE("vlattn.qkv.launch");
   launch_all(op, launches, inputs, 2, config);
   return {q, kk, v};
 }
