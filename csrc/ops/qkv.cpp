@@ -237,9 +237,8 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
   }
   // Two equal-width groups run side by side: their GEMMs share the machine (gemm_pair_waves_enabled).
-  bool equal_widths = p.num_groups == 2;
-  for (int g = 1; g < p.num_groups; ++g) equal_widths = equal_widths && p.groups[g].heads == p.groups[0].heads;
-  const int concurrent = side && equal_widths && gemm_pair_waves_enabled() ? 2 : 1;
+  const bool pair = side && p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
+  const int concurrent = pair && gemm_pair_waves_enabled() ? 2 : 1;
   for (int i = 0; i < p.num_groups; ++i) {
     // The side stream's group goes first so that it starts with the others, not after them.
     const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
