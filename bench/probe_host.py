@@ -18,6 +18,7 @@ C++ op's host ranges (csrc/ops: vlattn.layer.*, vlattn.qkv.*, vlattn.gemm.run, v
 and the ATen ops it calls, per layer call. The profiler adds ~1 µs per recorded event: read shares.
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -124,13 +125,50 @@ def profile_ranges(fn, iters):
               f"{e.self_cpu_time_total / iters:14.1f}")
 
 
+def trace_layer(fn, iters, scratch):
+    """Median offset (µs from the Python call's start) of every host mark, by position in the call."""
+    take = vlattn._ext._C.host_trace
+    for busy in (True, False):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        take()
+        calls = []
+        if busy:
+            torch.cuda._sleep(SLEEP_CYCLES * 4)
+        for _ in range(iters):
+            if not busy:
+                torch.cuda.synchronize()
+                scratch.zero_()
+            t0 = time.monotonic_ns()
+            fn()
+            t1 = time.monotonic_ns()
+            calls.append((t0, t1, take()))
+        torch.cuda.synchronize()
+        shapes = {tuple(n for n, _ in marks) for _, _, marks in calls}
+        if len(shapes) != 1:
+            print(f"    (marks differ between calls: {len(shapes)} sequences; showing the first call's)")
+        names = [n for n, _ in calls[0][2]]
+        print(f"    {'GPU busy' if busy else 'bench-like (drained, L2 flushed)'}: "
+              f"call {statistics.median((t1 - t0) / 1e3 for t0, t1, _ in calls):.1f} us")
+        prev = 0.0
+        for i, name in enumerate(names):
+            offs = [(m[i][1] - t0) / 1e3 for t0, _, m in calls if len(m) == len(names)]
+            med = statistics.median(offs)
+            print(f"      {i:2d} {name:24s} {med:8.1f} us  (+{med - prev:6.1f})")
+            prev = med
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--workloads", default="007:0,007:1,007:3,007:6,034:0,034:2")
     ap.add_argument("--profile", type=int, default=0, help="cProfile this many layer calls per workload")
     ap.add_argument("--ranges", type=int, default=0, help="torch.profiler host ranges over this many layer calls")
+    ap.add_argument("--trace", type=int, default=0, help="host marks (VLATTN_HOST_TRACE) over this many layer calls")
     args = ap.parse_args()
+    if args.trace:
+        os.environ["VLATTN_HOST_TRACE"] = "1"  # read by the extension at its first mark, after this
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
     print(f"{'workload':28s} {'call':10s} {'host':>8s} {'gpu':>8s} {'cold':>8s} {'graph':>8s}")
@@ -150,6 +188,8 @@ def main():
                 profile_layer(fn, args.profile)
             if name == "layer" and args.ranges:
                 profile_ranges(fn, args.ranges)
+            if name == "layer" and args.trace:
+                trace_layer(fn, args.trace, scratch)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include "launch/gemm_params.h"
+#include "launch/host_trace.h"
 #include "ops/ops.h"
 
 // at::Tag::out (torch >= 2.12) lets functionalization, hence torch.compile and opcheck, treat the
@@ -93,6 +94,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // once they chose the native backend, so that the three kernels launch without Python between them.
   m.def("mrope_layer", &vlattn::mrope_layer, "native mrope_self_attention (fused QKV, attention, O projection)");
   m.def("cross_layer", &vlattn::cross_layer, "native vision_cross_attention (fused QKV, attention, O projection)");
+  m.def(
+      "host_trace",
+      [] {
+        // The calling thread's host marks since the last call (VLATTN_HOST_TRACE=1; launch/host_trace.h),
+        // as [(name, steady_clock ns)]: CLOCK_MONOTONIC, the clock of Python's time.monotonic_ns().
+        std::vector<const char*> names(vlattn::host_trace::kHostTraceCap);
+        std::vector<int64_t> ns(vlattn::host_trace::kHostTraceCap);
+        const int n = vlattn::host_trace::take(names.data(), ns.data(), vlattn::host_trace::kHostTraceCap);
+        pybind11::list out;
+        for (int i = 0; i < n; ++i) out.append(pybind11::make_tuple(std::string(names[i]), ns[i]));
+        return out;
+      },
+      "host-path marks of this thread since the last call (development: VLATTN_HOST_TRACE=1)");
   m.attr("compiled_archs") = pybind11::make_tuple("sm_90a");
   m.attr("cuda_version") = CUDA_VERSION;
 }

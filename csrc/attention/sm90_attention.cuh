@@ -47,6 +47,7 @@
 #include "attention/attention_params.h"
 #include "attention/attention_rules.h"
 #include "attention/mask_summary.cuh"
+#include "launch/host_trace.h"
 
 namespace vlattn {
 namespace attn_sm90 {
@@ -1130,6 +1131,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
       CUtensorMap{},
   };
 
+  VLATTN_HOST_MARK("attn.params");
   const SummaryLayout sl = summary_layout(p);
   if (sl.total() > 0) {
     if (p.workspace == nullptr || p.workspace_bytes < sl.total()) return AttentionStatus::kWorkspaceTooSmall;
@@ -1157,6 +1159,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
     if (launch_pdl(mask_summary_kernel<C::kBlockM, C::kBlockN>, dim3(sl.chunking.n_chunks, sl.m_blocks, sl.mask_batches),
                    dim3(kSummaryThreads), 0, p.stream, 0, sp) != cudaSuccess)
       return AttentionStatus::kLaunchFailed;
+    VLATTN_HOST_MARK("attn.summary");
     kp.tile_kinds = kinds;
     kp.live_rows = live;
     kp.n_blocks = sl.n_blocks;

@@ -23,6 +23,7 @@
 
 #include "kernels/gemm_config.h"
 #include "launch/gemm_params.h"
+#include "launch/host_trace.h"
 #include "launch/pdl.h"
 #include "launch/smem_attr.h"
 
@@ -135,9 +136,12 @@ struct Sm90Gemm {
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
     // What GemmUniversalAdapter::initialize does, with the attribute set once per device.
     if (!smem_attribute_once(p.device)) return GemmStatus::kInitFailed;
+    VLATTN_HOST_MARK("gemm.args");
     if (GemmKernel::initialize_workspace(args, workspace, p.stream, nullptr) != cutlass::Status::kSuccess)
       return GemmStatus::kInitFailed;
+    VLATTN_HOST_MARK("gemm.init_ws");
     typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, workspace);
+    VLATTN_HOST_MARK("gemm.params");
     // With CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the generated TU) the kernel waits on its
     // predecessor grid before touching memory, so it may be launched with PDL (launch/pdl.h).
 #if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
@@ -146,6 +150,7 @@ struct Sm90Gemm {
     const bool pdl = false;
 #endif
     if (Gemm::run(params, p.stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
+    VLATTN_HOST_MARK("gemm.launch");
     return GemmStatus::kSuccess;
   }
 };

@@ -23,6 +23,8 @@
 
 #include <cuda_runtime.h>
 
+#include "launch/host_trace.h"
+
 #include <cstdlib>
 #include <utility>
 
@@ -82,7 +84,10 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   }
   cfg.attrs = attr;
   cfg.numAttrs = n;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  VLATTN_HOST_MARK("launch_pdl.begin");
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  VLATTN_HOST_MARK("launch_pdl.end");
+  return err;
 }
 
 }  // namespace vlattn

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "attention/attention_params.h"
+#include "launch/host_trace.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
 
@@ -98,8 +99,10 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   }
 
   check_sm90_device(kOp, q);
+  VLATTN_HOST_MARK("attn.checked");
 
   at::Tensor out = at::empty({batch, seqlen_q, heads_q * kAttnHeadDim}, q.options());
+  VLATTN_HOST_MARK("attn.out");
   if (batch == 0 || seqlen_q == 0 || heads_q == 0) return out;
   if (seqlen_k == 0) return out.zero_();  // softmax over no keys: the reference's P v is an empty sum
 
@@ -134,12 +137,14 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
     workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, q.options().dtype(at::kByte));
     p.workspace = workspace.data_ptr();
   }
+  VLATTN_HOST_MARK("attn.ws");
 
   AttentionStatus status;
   {
     RECORD_USER_SCOPE("vlattn.attention.launch");  // tensor maps, mask pre-pass, kernel launch
     status = attention_sm90(p);
   }
+  VLATTN_HOST_MARK("attn.launch");
   TORCH_CHECK(status == AttentionStatus::kSuccess, kOp, ": kernel failed for B=", num(batch), " Hq=", num(heads_q),
               " Hkv=", num(heads_kv), " Sq=", num(seqlen_q), " Sk=", num(seqlen_k), ": ",
               attention_status_string(status));

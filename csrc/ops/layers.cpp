@@ -11,6 +11,7 @@
 
 #include <tuple>
 
+#include "launch/host_trace.h"
 #include "ops/ops.h"
 
 namespace vlattn {
@@ -35,6 +36,7 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                        const at::Tensor& sin, const c10::optional<at::Tensor>& attention_mask,
                        std::vector<int64_t> mrope_section, bool causal, const std::string& o_config,
                        c10::optional<at::Tensor> out) {
+  VLATTN_HOST_MARK("layer.enter");
   // Host-path ranges (torch.profiler CPU events; a flag test when no profiler runs): bench/probe_host.py --ranges.
   at::Tensor q, k, v;
   {
@@ -42,6 +44,7 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
     std::tie(q, k, v) = mrope_qkv(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
                                   mrope_section, "");
   }
+  VLATTN_HOST_MARK("layer.qkv");
   c10::optional<at::Tensor> mask = attention_mask;
   if (mask.has_value() && mask->size(-1) > 1 && mask->stride(-1) != 1) mask = mask->contiguous();
   // The mask is settled for the pre-pass: the layer's kernels before it (the QKV projection, or
@@ -52,8 +55,11 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
     RECORD_USER_SCOPE("vlattn.layer.attention");
     o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true);
   }
+  VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");
-  return output_projection(o, o_weight, o_config, out);
+  at::Tensor result = output_projection(o, o_weight, o_config, out);
+  VLATTN_HOST_MARK("layer.o_proj");
+  return result;
 }
 
 at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tensor& vision_hidden_states,
@@ -62,6 +68,7 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
                        const at::Tensor& k_proj_bias, const at::Tensor& v_proj_weight, const at::Tensor& v_proj_bias,
                        const at::Tensor& o_proj_weight, double rope_theta, std::vector<int64_t> thw_split,
                        const std::string& o_config, c10::optional<at::Tensor> out) {
+  VLATTN_HOST_MARK("layer.enter");
   at::Tensor q, k, v;
   {
     RECORD_USER_SCOPE("vlattn.layer.qkv");
@@ -69,13 +76,17 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
                                    vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias,
                                    v_proj_weight, v_proj_bias, rope_theta, thw_split, "");
   }
+  VLATTN_HOST_MARK("layer.qkv");
   at::Tensor o;
   {
     RECORD_USER_SCOPE("vlattn.layer.attention");
     o = attention(q, k, v, c10::nullopt, false, kScale, true);
   }
+  VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");
-  return output_projection(o, o_proj_weight, o_config, out);
+  at::Tensor result = output_projection(o, o_proj_weight, o_config, out);
+  VLATTN_HOST_MARK("layer.o_proj");
+  return result;
 }
 
 }  // namespace vlattn

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "launch/gemm_params.h"
+#include "launch/host_trace.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
 
@@ -159,9 +160,12 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
 }
 
 GemmStatus run_gemm(const GemmKernelEntry& entry, const GemmParams& p, const at::TensorOptions& like) {
+  VLATTN_HOST_MARK("gemm.enter");
   const size_t ws_bytes = entry.workspace_bytes(p);
+  VLATTN_HOST_MARK("gemm.ws_bytes");
   at::Tensor workspace;  // from the caching allocator: capturable in CUDA graphs
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
+  VLATTN_HOST_MARK("gemm.ws_alloc");
   RECORD_USER_SCOPE("vlattn.gemm.run");  // CUTLASS arguments, tensor maps, launch
   return entry.run(p, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
 }
@@ -200,6 +204,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::opti
   TORCH_CHECK(!out_shape.empty(), "vlattn.linear: x must have at least 1 dim");
   out_shape.back() = weight.size(0);
   at::Tensor out = at::empty(out_shape, x.options());
+  VLATTN_HOST_MARK("linear.out");
   return linear_out(x, weight, bias, config, out);
 }
 

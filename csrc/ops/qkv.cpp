@@ -20,6 +20,7 @@
 
 #include "kernels/rope.h"
 #include "launch/gemm_params.h"
+#include "launch/host_trace.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
 #include "qkv/qkv_grouped.h"
@@ -227,6 +228,7 @@ ProjectionY projection_y(const QkvParams& p, const at::Tensor& x) {
 // return, while that GEMM may still run), so only later side-stream work can reuse it.
 void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
   const ProjectionY y = projection_y(p, x);
+  VLATTN_HOST_MARK("qkv.gemm_rope.y");
   const int device = x.get_device();
   const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
   c10::optional<c10::cuda::CUDAStream> side_stream;
@@ -276,6 +278,7 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     } else {
       status = run_gemm(*entry, gp, x.options());
     }
+    VLATTN_HOST_MARK("qkv.gemm_rope.gemm");
     TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
   }
@@ -286,6 +289,7 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
   }
   RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
   const cudaError_t err = qkv_rope_rows_sm90(p, y.ptr, y.ldy);
+  VLATTN_HOST_MARK("qkv.rope_pass");
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
@@ -340,11 +344,13 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   TORCH_CHECK(bytes > 0, op, ": the grouped GEMM cannot take these projections (", num(gp.count),
               " problems, K=", num(gp.prob[0].k), ")");
   const at::Tensor ws = at::empty({static_cast<int64_t>(bytes)}, xs[0].options().dtype(at::kByte));
+  VLATTN_HOST_MARK("qkv.grouped.alloc");
   cudaError_t err = grouped_gemm_sm90(gp, tile, ws.data_ptr(), bytes);
   TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM failed: ", cudaGetErrorString(err));
   for (int i = 0; i < n; ++i) {
     if (ps[i]->m == 0) continue;
     err = qkv_rope_rows_sm90(*ps[i], y[i].ptr, y[i].ldy);
+    VLATTN_HOST_MARK("qkv.rope_pass");
     TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
   }
 }
@@ -373,6 +379,7 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x);
   // The grouped names never get here: launch_all sends them to launch_grouped for every launch.
   const cudaError_t err = qkv_rope_sm90(p, cfg);
+  VLATTN_HOST_MARK("qkv.fused");
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
 }
 
@@ -475,7 +482,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   TORCH_CHECK(total == kQkvHeadDim && mrope_section.size() <= 16, op,
               ": mrope_section must sum to head_dim = 128 (at most 16 chunks); got ", dims_str(mrope_section));
 
+  VLATTN_HOST_MARK("qkv.checked");
   at::Tensor q = head_major(x, batch, hq, seq), kk = head_major(x, batch, hkv, seq), v = head_major(x, batch, hkv, seq);
+  VLATTN_HOST_MARK("qkv.outputs");
   set_rows(p, x, k);
   p.num_groups = 3;
   p.groups[0] = make_group(op, "q_weight", q_weight, "q_bias", q_bias, x, k, q, RopeMode::kTable);
@@ -543,8 +552,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
   TORCH_CHECK(std::isfinite(rope_theta) && rope_theta > 0, op, ": rope_theta must be positive and finite; got ",
               std::to_string(rope_theta));
 
+  VLATTN_HOST_MARK("qkv.checked");
   at::Tensor q = head_major(lang, batch, hq, lq);
   at::Tensor kk = head_major(lang, batch, hkv, lv), v = head_major(lang, batch, hkv, lv);
+  VLATTN_HOST_MARK("qkv.outputs");
 
   set_rows(pq, lang, k);
   pq.num_groups = 1;

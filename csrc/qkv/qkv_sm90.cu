@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "launch/host_trace.h"
 #include "launch/pdl.h"
 #include "launch/smem_attr.h"
 #include "qkv/sm90_qkv_rope.cuh"
@@ -60,6 +61,7 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
                                      make_shape(g.heads * kQkvHeadDim, p.k), make_stride(g.ldw, Int<1>{})),
                          typename T::SmemLayoutB{}(_, _, 0), Shape<Int<T::BN>, Int<T::BK>>{});
   });
+  VLATTN_HOST_MARK("qkv.fused.params");
   using TmaA = decltype(kp.tma_a);
   using TmaB = std::remove_reference_t<decltype(kp.tma_b[0])>;
   const int heads = kp.n_tiles;

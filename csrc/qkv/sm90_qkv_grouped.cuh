@@ -23,6 +23,7 @@
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+#include "launch/host_trace.h"
 #include "launch/pdl.h"
 #include "launch/smem_attr.h"
 #include "qkv/qkv_grouped.h"
@@ -178,20 +179,25 @@ cudaError_t GroupedGemm<TileM, TileN, Coop>::run(const GroupedGemmParams& p, voi
   if (bytes < kArgsBytes + Gemm::get_workspace_size(args)) return cudaErrorInvalidValue;  // = workspace_bytes(p)
   if (!GemmKernel::can_implement(args)) return cudaErrorNotSupported;
   if (!smem_attribute_once(p.device)) return cudaErrorNotSupported;
+  VLATTN_HOST_MARK("grouped.args");
 
   // The host work (tensor-map encodes in to_underlying_arguments) before the first launch: fill_args
   // and the GEMM then go out back to back (it cost 6-7 us of GPU idle time per call between them,
   // bench/NOTES.md eighth session).
   if (GemmKernel::initialize_workspace(args, cutlass_ws, p.stream, nullptr) != cutlass::Status::kSuccess)
     return cudaErrorUnknown;
+  VLATTN_HOST_MARK("grouped.init_ws");
   typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, cutlass_ws);
+  VLATTN_HOST_MARK("grouped.params");
   cudaError_t err = launch_pdl(&fill_args<GroupedGemm>, dim3(1), dim3(32), 0, p.stream, 0, dev, p);
+  VLATTN_HOST_MARK("grouped.fill_args");
   if (err != cudaSuccess) return err;
   // No PDL: the ptr-array kernel does not wait on its predecessor grid (see the top of this file).
   if (Gemm::run(params, p.stream, nullptr, false) != cutlass::Status::kSuccess) {
     err = cudaGetLastError();
     return err != cudaSuccess ? err : cudaErrorLaunchFailure;
   }
+  VLATTN_HOST_MARK("grouped.launch");
   return cudaSuccess;
 }
 
