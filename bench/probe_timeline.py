@@ -43,23 +43,29 @@ def layer_fn(w):
 
 def kernels_of_calls(trace_path, reps):
     """The kernels of each call: those between one marker fill (the flush before each call) and the
-    next, without the sleep kernel."""
+    next, without the sleep kernel; each kernel gets "launched", the end of the host API call that
+    launched it (CUPTI correlation), on the same clock. Returns [(flush kernel, [kernels])]."""
     with open(trace_path) as f:
         events = json.load(f)["traceEvents"]
+    api_end = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            api_end[e["args"]["correlation"]] = e["ts"] + e.get("dur", 0.0)
     ks = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
-    calls, cur = [], None
+    calls, cur, flush = [], None, None
     for k in ks:
         n = k["name"]
+        k["launched"] = api_end.get(k.get("args", {}).get("correlation"))
         if "FillFunctor" in n and k["dur"] > 5.0:
             if cur:
-                calls.append(cur)
-            cur = []
+                calls.append((flush, cur))
+            cur, flush = [], k
         elif "sleep" in n or "spin" in n:
             continue
         elif cur is not None:
             cur.append(k)
     if cur:
-        calls.append(cur)
+        calls.append((flush, cur))
     return calls[-reps:]
 
 
@@ -85,19 +91,29 @@ def run(fn, reps, ahead, scratch):
 
 
 def summarize(calls):
-    n = min(len(c) for c in calls)
+    """Per kernel: start (from the call's first kernel), duration, idle gap since the previous kernel,
+    and `queued`: its start minus the end of the host call that launched it (large = the GPU reached
+    it after the host handed it over late; small or negative timing noise = host far ahead). Plus the
+    flush kernel's end to the first kernel's start (`lead`) and to the last kernel's end (`cold span`:
+    what the bench's cold timer measures, its start event sitting right after the flush)."""
+    n = min(len(c) for _, c in calls)
     rows = []
     for j in range(n):
-        starts, durs, gaps = [], [], []
-        for c in calls:
+        starts, durs, gaps, queued = [], [], [], []
+        for _, c in calls:
             t0 = c[0]["ts"]
             starts.append(c[j]["ts"] - t0)
             durs.append(c[j]["dur"])
             gaps.append(c[j]["ts"] - (c[j - 1]["ts"] + c[j - 1]["dur"]) if j else 0.0)
-        rows.append((short(calls[0][j]["name"]), statistics.median(starts), statistics.median(durs),
-                     statistics.median(gaps)))
-    spans = [c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for c in calls]
-    return rows, statistics.median(spans), len(set(len(c) for c in calls)) == 1
+            if c[j]["launched"] is not None:
+                queued.append(c[j]["ts"] - c[j]["launched"])
+        rows.append((short(calls[0][1][j]["name"]), statistics.median(starts), statistics.median(durs),
+                     statistics.median(gaps), statistics.median(queued) if queued else float("nan")))
+    spans = [c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for _, c in calls]
+    leads = [c[0]["ts"] - (f["ts"] + f["dur"]) for f, c in calls]
+    cold = [c[-1]["ts"] + c[-1]["dur"] - (f["ts"] + f["dur"]) for f, c in calls]
+    return (rows, statistics.median(spans), len(set(len(c) for _, c in calls)) == 1, statistics.median(leads),
+            statistics.median(cold))
 
 
 def main():
@@ -113,14 +129,16 @@ def main():
         fn = layer_fn(w)
         for mode in ("ahead", "cold"):
             calls = run(fn, args.reps, mode == "ahead", scratch)
-            if not calls or not all(calls):
+            if not calls or not all(c for _, c in calls):
                 print(f"{w.name} {mode}: no kernels found", flush=True)
                 continue
-            rows, span, same = summarize(calls)
-            print(f"{w.name:28s} {mode:5s} first-kernel-start to last-kernel-end {span:7.1f} us"
+            rows, span, same, lead, cold = summarize(calls)
+            print(f"{w.name:28s} {mode:5s} first-kernel-start to last-kernel-end {span:7.1f} us; flush end to "
+                  f"first kernel {lead:6.1f}, to last kernel end {cold:7.1f}"
                   f"{'' if same else ' (kernel counts differ between calls)'}", flush=True)
-            for name, start, dur, gap in rows:
-                print(f"    {name:18s} start {start:7.1f}  dur {dur:7.1f}  gap {gap:6.1f}", flush=True)
+            for name, start, dur, gap, queued in rows:
+                print(f"    {name:18s} start {start:7.1f}  dur {dur:7.1f}  gap {gap:6.1f}  queued {queued:6.1f}",
+                      flush=True)
 
 
 if __name__ == "__main__":
