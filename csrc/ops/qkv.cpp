@@ -57,8 +57,7 @@ int64_t check_activations(const char* op, const char* name, const at::Tensor& x,
 }
 
 QkvGroup make_group(const char* op, const char* wname, const at::Tensor& w, const char* bname,
-                    const c10::optional<at::Tensor>& bias, const at::Tensor& ref, int64_t k, at::Tensor& out,
-                    RopeMode rope) {
+                    const c10::optional<at::Tensor>& bias, const at::Tensor& ref, int64_t k, RopeMode rope) {
   check_on(op, wname, w, ref, at::kBFloat16);
   TORCH_CHECK(w.dim() == 2 && w.size(1) == k && w.size(0) % kQkvHeadDim == 0 && w.size(0) > 0, op, ": ", wname,
               " must be [heads * 128, ", num(k), "]; got ", dims_str(w.sizes()));
@@ -77,8 +76,7 @@ QkvGroup make_group(const char* op, const char* wname, const at::Tensor& w, cons
                 dims_str(b.strides()));
     g.bias = b.data_ptr();
   }
-  g.out = out.data_ptr();
-  g.rope = rope;
+  g.rope = rope;  // g.out: set by QkvOutputs::materialize
   return g;
 }
 
@@ -104,9 +102,38 @@ void set_rows(QkvParams& p, const at::Tensor& x, int64_t k) {
   p.seq = static_cast<int>(x.size(1));
 }
 
-at::Tensor head_major(const at::Tensor& x, int64_t batch, int64_t heads, int64_t seq) {
-  return at::empty({batch, heads, seq, kQkvHeadDim}, x.options());
-}
+// The op's head-major outputs [B, heads, S, 128], allocated when a kernel first needs them: the fused
+// kernel at its launch, the two-pass paths only after their projection GEMMs went out, so that the
+// allocations' host time (1-2 us each on the H200 machine, bench/NOTES.md eleventh session) does not
+// come before the first kernel. materialize() sets each group's out pointer; the op calls it again
+// before returning (M = 0 launches none).
+struct QkvOutputs {
+  struct Slot {
+    at::Tensor* tensor;
+    QkvGroup* group;
+    int64_t batch, heads, seq;
+    bool made;
+  };
+  Slot slots[kQkvMaxGroups];
+  int count = 0;
+  at::TensorOptions options;
+
+  void add(at::Tensor* tensor, QkvGroup* group, int64_t batch, int64_t heads, int64_t seq) {
+    slots[count++] = {tensor, group, batch, heads, seq, false};
+  }
+  // The outputs of launch p's groups (all of them when p is null).
+  void materialize(const QkvParams* p = nullptr) {
+    bool made = false;
+    for (int i = 0; i < count; ++i) {
+      Slot& s = slots[i];
+      if (s.made || (p != nullptr && (s.group < p->groups || s.group >= p->groups + p->num_groups))) continue;
+      *s.tensor = at::empty({s.batch, s.heads, s.seq, kQkvHeadDim}, options);
+      s.group->out = s.tensor->data_ptr();
+      s.made = made = true;
+    }
+    if (made) VLATTN_HOST_MARK("qkv.outputs");
+  }
+};
 
 // Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
 // a cluster), "splitk2d" / "splitk3d" / "splitk4d" (the same with a 6-stage ring), "m256k1".."m256k4"
@@ -197,25 +224,34 @@ ForkJoin& fork_join_events(int device) {
 
 // The two-pass configs' intermediate: one bf16 y [M, all heads * 128] per launch from the caching
 // allocator, group g's projection in its columns from `ptr[g]` on, every row `ld` apart (the RoPE
-// pass's y / ldy arguments).
+// pass's y / ldy arguments). bytes(): its size rounded up to 256 (so that blocks placed after it in one
+// allocation stay 256-byte aligned); at(base) places it.
 struct ProjectionY {
-  at::Tensor y;
   void* ptr[kQkvMaxGroups] = {};
   int64_t ldy[kQkvMaxGroups] = {};
   int64_t ld = 0;
 };
 
-ProjectionY projection_y(const QkvParams& p, const at::Tensor& x) {
+int64_t projection_y_bytes(const QkvParams& p) {
+  int64_t ld = 0;
+  for (int g = 0; g < p.num_groups; ++g) ld += int64_t(p.groups[g].heads) * kQkvHeadDim;
+  return (int64_t(p.m) * ld * 2 + 255) / 256 * 256;
+}
+
+ProjectionY projection_y_at(const QkvParams& p, void* base) {
   ProjectionY out;
   for (int g = 0; g < p.num_groups; ++g) out.ld += int64_t(p.groups[g].heads) * kQkvHeadDim;
-  out.y = at::empty({p.m, out.ld}, x.options());
-  at::BFloat16* col = out.y.data_ptr<at::BFloat16>();
+  auto* col = static_cast<at::BFloat16*>(base);
   for (int g = 0; g < p.num_groups; ++g) {
     out.ptr[g] = col;
     out.ldy[g] = out.ld;
     col += int64_t(p.groups[g].heads) * kQkvHeadDim;
   }
   return out;
+}
+
+at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
+  return at::empty({bytes}, like.options().dtype(at::kByte));
 }
 
 // Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into its columns
@@ -226,8 +262,9 @@ ProjectionY projection_y(const QkvParams& p, const at::Tensor& x) {
 // everything the caller's stream does after the call, reuse of y's block included, is ordered after
 // the join. The side GEMM's own workspace is allocated on the side stream (run_gemm frees it on
 // return, while that GEMM may still run), so only later side-stream work can reuse it.
-void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
-  const ProjectionY y = projection_y(p, x);
+void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutputs& outs) {
+  const at::Tensor y_block = byte_block(x, projection_y_bytes(p));
+  const ProjectionY y = projection_y_at(p, y_block.data_ptr());
   VLATTN_HOST_MARK("qkv.gemm_rope.y");
   const int device = x.get_device();
   const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
@@ -287,6 +324,7 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
     C10_CUDA_CHECK(cudaEventRecord(ev.join, side_stream->stream()));
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
+  outs.materialize(&p);
   RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
   const cudaError_t err = qkv_rope_rows_sm90(p, y.ptr, y.ldy);
   VLATTN_HOST_MARK("qkv.rope_pass");
@@ -299,18 +337,27 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x) {
 // grouped kernel reads its problem list from a workspace that a one-block kernel fills first (both
 // on the caller's stream; the workspace and y are the caller's stream's blocks, freed on return and
 // reused only by work ordered after these kernels).
-void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, int n, QkvConfig cfg) {
+void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, int n, QkvConfig cfg,
+                    QkvOutputs& outs) {
   GroupedGemmParams gp;
   gp.device = xs[0].get_device();
   gp.sm_count = ps[0]->sm_count;
   gp.stream = ps[0]->stream;
+  // One allocation for every launch's y and the GEMM's workspace: y placed from offset 0 first (the
+  // problems' alignment checks only see offsets that are multiples of 256), moved onto the block once
+  // the workspace size is known.
   ProjectionY y[2];
+  int64_t y_offset[2] = {}, y_bytes = 0;
+  int first_problem[2] = {};
   int64_t rows_cols[kGroupedMaxProblems][2] = {};
   TORCH_CHECK(n >= 1 && n <= 2, op, ": internal error: ", num(n), " launches for the grouped GEMM");
   for (int i = 0; i < n; ++i) {
     const QkvParams& p = *ps[i];
+    first_problem[i] = gp.count;
     if (p.m == 0) continue;
-    y[i] = projection_y(p, xs[i]);
+    y_offset[i] = y_bytes;
+    y[i] = projection_y_at(p, reinterpret_cast<void*>(static_cast<uintptr_t>(y_bytes) + 256));
+    y_bytes += projection_y_bytes(p);
     for (int g = 0; g < p.num_groups; ++g) {
       TORCH_CHECK(gp.count < kGroupedMaxProblems, op, ": the grouped GEMM takes at most ", num(kGroupedMaxProblems),
                   " projections");
@@ -343,10 +390,18 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   const size_t bytes = grouped_gemm_workspace_bytes(gp, tile);
   TORCH_CHECK(bytes > 0, op, ": the grouped GEMM cannot take these projections (", num(gp.count),
               " problems, K=", num(gp.prob[0].k), ")");
-  const at::Tensor ws = at::empty({static_cast<int64_t>(bytes)}, xs[0].options().dtype(at::kByte));
+  const at::Tensor block = byte_block(xs[0], y_bytes + static_cast<int64_t>(bytes));
+  char* base = static_cast<char*>(block.data_ptr());
+  for (int i = 0; i < n; ++i) {
+    const QkvParams& p = *ps[i];
+    if (p.m == 0) continue;
+    y[i] = projection_y_at(p, base + y_offset[i]);
+    for (int g = 0; g < p.num_groups; ++g) gp.prob[first_problem[i] + g].d = y[i].ptr[g];
+  }
   VLATTN_HOST_MARK("qkv.grouped.alloc");
-  cudaError_t err = grouped_gemm_sm90(gp, tile, ws.data_ptr(), bytes);
+  cudaError_t err = grouped_gemm_sm90(gp, tile, base + y_bytes, bytes);
   TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM failed: ", cudaGetErrorString(err));
+  outs.materialize();
   for (int i = 0; i < n; ++i) {
     if (ps[i]->m == 0) continue;
     err = qkv_rope_rows_sm90(*ps[i], y[i].ptr, y[i].ldy);
@@ -366,7 +421,7 @@ QkvConfig grouped_config(c10::string_view config, bool* grouped) {
   return QkvConfig::kM128;
 }
 
-void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config) {
+void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view config, QkvOutputs& outs) {
   int64_t heads = 0;
   bool even_groups = true, bias_aligned = true;
   for (int g = 0; g < p.num_groups; ++g) {
@@ -376,7 +431,8 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   }
   const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups, bias_aligned);
   if (p.m == 0) return;
-  if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x);
+  if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x, outs);
+  outs.materialize(&p);
   // The grouped names never get here: launch_all sends them to launch_grouped for every launch.
   const cudaError_t err = qkv_rope_sm90(p, cfg);
   VLATTN_HOST_MARK("qkv.fused");
@@ -416,7 +472,8 @@ QkvPlan plan_for(QkvParams* const* ps, int n) {
 
 // The op's launches (007: one; 034: the text's Q, then the vision tokens' K and V) on the current
 // stream of xs[0]'s device.
-void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int n, c10::string_view config) {
+void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int n, c10::string_view config,
+                QkvOutputs& outs) {
   const c10::cuda::CUDAGuard guard(xs[0].device());
   const int sm_count = at::cuda::getDeviceProperties(xs[0].get_device())->multiProcessorCount;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(xs[0].get_device()).stream();
@@ -426,17 +483,17 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
   }
   bool grouped = false;
   const QkvConfig gcfg = grouped_config(config, &grouped);
-  if (grouped) return launch_grouped(op, ps, xs, n, gcfg);
+  if (grouped) return launch_grouped(op, ps, xs, n, gcfg, outs);
   if ((config.empty() || config == "auto") && op_plan_enabled()) {
     const QkvPlan plan = plan_for(ps, n);
-    if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128);
+    if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128, outs);
     if (plan == QkvPlan::kGemmAll) {
       for (int i = 0; i < n; ++i)
-        if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i]);
+        if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i], outs);
       return;
     }
   }
-  for (int i = 0; i < n; ++i) launch(op, *ps[i], xs[i], config);
+  for (int i = 0; i < n; ++i) launch(op, *ps[i], xs[i], config, outs);
 }
 
 void check_sizes_fit(const char* op, int64_t m, int64_t k) {
@@ -483,13 +540,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
               ": mrope_section must sum to head_dim = 128 (at most 16 chunks); got ", dims_str(mrope_section));
 
   VLATTN_HOST_MARK("qkv.checked");
-  at::Tensor q = head_major(x, batch, hq, seq), kk = head_major(x, batch, hkv, seq), v = head_major(x, batch, hkv, seq);
-  VLATTN_HOST_MARK("qkv.outputs");
   set_rows(p, x, k);
   p.num_groups = 3;
-  p.groups[0] = make_group(op, "q_weight", q_weight, "q_bias", q_bias, x, k, q, RopeMode::kTable);
-  p.groups[1] = make_group(op, "k_weight", k_weight, "k_bias", k_bias, x, k, kk, RopeMode::kTable);
-  p.groups[2] = make_group(op, "v_weight", v_weight, "v_bias", v_bias, x, k, v, RopeMode::kNone);
+  p.groups[0] = make_group(op, "q_weight", q_weight, "q_bias", q_bias, x, k, RopeMode::kTable);
+  p.groups[1] = make_group(op, "k_weight", k_weight, "k_bias", k_bias, x, k, RopeMode::kTable);
+  p.groups[2] = make_group(op, "v_weight", v_weight, "v_bias", v_bias, x, k, RopeMode::kNone);
+  at::Tensor q, kk, v;
+  QkvOutputs outs;
+  outs.options = x.options();
+  outs.add(&q, &p.groups[0], batch, hq, seq);
+  outs.add(&kk, &p.groups[1], batch, hkv, seq);
+  outs.add(&v, &p.groups[2], batch, hkv, seq);
   p.rope.cos = cos.data_ptr();
   p.rope.sin = sin.data_ptr();
   p.rope.tab_plane_stride = cos.stride(0);
@@ -507,7 +568,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   p.rope.tab_vec16 = vec16;
   QkvParams* launches[1] = {&p};
   RECORD_USER_SCOPE("vlattn.qkv.launch");
-  launch_all(op, launches, &x, 1, config);
+  launch_all(op, launches, &x, 1, config, outs);
+  outs.materialize();
   return {q, kk, v};
 }
 
@@ -553,13 +615,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
               std::to_string(rope_theta));
 
   VLATTN_HOST_MARK("qkv.checked");
-  at::Tensor q = head_major(lang, batch, hq, lq);
-  at::Tensor kk = head_major(lang, batch, hkv, lv), v = head_major(lang, batch, hkv, lv);
-  VLATTN_HOST_MARK("qkv.outputs");
 
   set_rows(pq, lang, k);
   pq.num_groups = 1;
-  pq.groups[0] = make_group(op, "q_proj_weight", q_weight, "q_proj_bias", q_bias, lang, k, q, RopeMode::kPos1D);
+  pq.groups[0] = make_group(op, "q_proj_weight", q_weight, "q_proj_bias", q_bias, lang, k, RopeMode::kPos1D);
   pq.rope.pos = position_ids.data_ptr<int64_t>();
   pq.rope.pos_batch_stride = position_ids.stride(0);
   pq.rope.pos_seq_stride = position_ids.stride(1);
@@ -567,8 +626,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
 
   set_rows(pkv, vision, k);
   pkv.num_groups = 2;
-  pkv.groups[0] = make_group(op, "k_proj_weight", k_weight, "k_proj_bias", k_bias, lang, k, kk, RopeMode::kPos3D);
-  pkv.groups[1] = make_group(op, "v_proj_weight", v_weight, "v_proj_bias", v_bias, lang, k, v, RopeMode::kNone);
+  pkv.groups[0] = make_group(op, "k_proj_weight", k_weight, "k_proj_bias", k_bias, lang, k, RopeMode::kPos3D);
+  pkv.groups[1] = make_group(op, "v_proj_weight", v_weight, "v_proj_bias", v_bias, lang, k, RopeMode::kNone);
   pkv.rope.pos = grid_thw.data_ptr<int64_t>();
   pkv.rope.pos_batch_stride = grid_thw.stride(0);
   pkv.rope.pos_seq_stride = grid_thw.stride(1);
@@ -576,10 +635,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
   pkv.rope.theta = static_cast<float>(rope_theta);
   for (int i = 0; i < 3; ++i) pkv.rope.split[i] = static_cast<int>(thw_split[i]);
 
+  at::Tensor q, kk, v;
+  QkvOutputs outs;
+  outs.options = lang.options();
+  outs.add(&q, &pq.groups[0], batch, hq, lq);
+  outs.add(&kk, &pkv.groups[0], batch, hkv, lv);
+  outs.add(&v, &pkv.groups[1], batch, hkv, lv);
   QkvParams* launches[2] = {&pq, &pkv};
   const at::Tensor inputs[2] = {lang, vision};
   RECORD_USER_SCOPE("vlattn.qkv.launch");
-  launch_all(op, launches, inputs, 2, config);
+  launch_all(op, launches, inputs, 2, config, outs);
+  outs.materialize();
   return {q, kk, v};
 }
 
