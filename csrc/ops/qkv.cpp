@@ -115,11 +115,21 @@ struct QkvOutputs {
     bool made;
   };
   Slot slots[kQkvMaxGroups];
-  int count = 0;
+  int count = 3;
   at::TensorOptions options;
 
-  void add(at::Tensor* tensor, QkvGroup* group, int64_t batch, int64_t heads, int64_t seq) {
-    slots[count++] = {tensor, group, batch, heads, seq, false};
+  // q [B, Hq, Sq, 128] for group gq, k and v [B, Hkv, Skv, 128] for gk and gv.
+  QkvOutputs(const at::TensorOptions& opts, int64_t batch, at::Tensor* q, QkvGroup* gq, int64_t hq, int64_t sq,
+             at::Tensor* k, QkvGroup* gk, at::Tensor* v, QkvGroup* gv, int64_t hkv, int64_t skv)
+      : slots{{q, gq, batch, hq, sq, false}, {k, gk, batch, hkv, skv, false}, {v, gv, batch, hkv, skv, false}},
+        options(opts) {
+    // VLATTN_QKV_EAGER_OUTPUTS=1 (read once): allocate all three up front, as before the eleventh
+    // session (development A/B of the deferral).
+    static const bool eager = [] {
+      const char* env = std::getenv("VLATTN_QKV_EAGER_OUTPUTS");
+      return env != nullptr && env[0] == '1';
+    }();
+    if (eager) materialize();
   }
   // The outputs of launch p's groups (all of them when p is null).
   void materialize(const QkvParams* p = nullptr) {
@@ -546,11 +556,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   p.groups[1] = make_group(op, "k_weight", k_weight, "k_bias", k_bias, x, k, RopeMode::kTable);
   p.groups[2] = make_group(op, "v_weight", v_weight, "v_bias", v_bias, x, k, RopeMode::kNone);
   at::Tensor q, kk, v;
-  QkvOutputs outs;
-  outs.options = x.options();
-  outs.add(&q, &p.groups[0], batch, hq, seq);
-  outs.add(&kk, &p.groups[1], batch, hkv, seq);
-  outs.add(&v, &p.groups[2], batch, hkv, seq);
+  QkvOutputs outs(x.options(), batch, &q, &p.groups[0], hq, seq, &kk, &p.groups[1], &v, &p.groups[2], hkv, seq);
   p.rope.cos = cos.data_ptr();
   p.rope.sin = sin.data_ptr();
   p.rope.tab_plane_stride = cos.stride(0);
@@ -636,11 +642,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
   for (int i = 0; i < 3; ++i) pkv.rope.split[i] = static_cast<int>(thw_split[i]);
 
   at::Tensor q, kk, v;
-  QkvOutputs outs;
-  outs.options = lang.options();
-  outs.add(&q, &pq.groups[0], batch, hq, lq);
-  outs.add(&kk, &pkv.groups[0], batch, hkv, lv);
-  outs.add(&v, &pkv.groups[1], batch, hkv, lv);
+  QkvOutputs outs(lang.options(), batch, &q, &pq.groups[0], hq, lq, &kk, &pkv.groups[0], &v, &pkv.groups[1], hkv, lv);
   QkvParams* launches[2] = {&pq, &pkv};
   const at::Tensor inputs[2] = {lang, vision};
   RECORD_USER_SCOPE("vlattn.qkv.launch");
