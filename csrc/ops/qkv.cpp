@@ -114,8 +114,7 @@ struct QkvOutputs {
     int64_t batch, heads, seq;
     bool made;
   };
-  Slot slots[kQkvMaxGroups];
-  int count = 3;
+  Slot slots[3];  // q, k, v
   at::TensorOptions options;
 
   // q [B, Hq, Sq, 128] for group gq, k and v [B, Hkv, Skv, 128] for gk and gv.
@@ -134,8 +133,7 @@ struct QkvOutputs {
   // The outputs of launch p's groups (all of them when p is null).
   void materialize(const QkvParams* p = nullptr) {
     bool made = false;
-    for (int i = 0; i < count; ++i) {
-      Slot& s = slots[i];
+    for (Slot& s : slots) {
       if (s.made || (p != nullptr && (s.group < p->groups || s.group >= p->groups + p->num_groups))) continue;
       *s.tensor = at::empty({s.batch, s.heads, s.seq, kQkvHeadDim}, options);
       s.group->out = s.tensor->data_ptr();
