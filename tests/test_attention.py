@@ -489,6 +489,53 @@ def test_gqa_packing_matches_unpacked(tmp_path, rng_seed):
             assert torch.isfinite(b).all() and torch.equal(a, b), f"case {i}: PACK={name} differs from unpacked"
 
 
+_WIDTH_SCRIPT = r"""
+import sys, torch
+from vlattn.attention import attention
+torch.manual_seed(int(sys.argv[2]))
+BF16 = torch.bfloat16
+cases = []
+def run(b, hq, hkv, sq, sk, mask=False, causal=False):
+    q = torch.randn(b, hq, sq, 128, dtype=BF16, device="cuda")
+    k = torch.randn(b, hkv, sk, 128, dtype=BF16, device="cuda")
+    v = torch.randn(b, hkv, sk, 128, dtype=BF16, device="cuda")
+    m = torch.randn(b, 1, sq, sk, dtype=BF16, device="cuda") * 4 if mask else None
+    poison = torch.full((b, sq, hq * 128), float("nan"), dtype=BF16, device="cuda")
+    del poison
+    out = attention(q, k, v, m, causal=causal)
+    cases.append([t.cpu() if t is not None else None for t in (q, k, v, m)] + [causal, out.cpu()])
+# Sk around the 176-key tile (one tile, exact, one past, partial last tiles), Sq tails, GQA 4 / 7 / 1,
+# the 034 shapes' key lengths; then a mask and the causal flag (these stay on 128-key tiles).
+for sk in (1, 100, 128, 175, 176, 177, 352, 353, 588, 980):
+    run(2, 8, 2, 129, sk)
+run(1, 32, 8, 541, 980)
+run(2, 28, 4, 17, 1568)
+run(1, 4, 4, 1, 300)
+run(3, 32, 8, 373, 588)
+run(2, 8, 2, 300, 500, mask=True)
+run(2, 8, 2, 300, 500, causal=True)
+torch.save(cases, sys.argv[1])
+"""
+
+
+@requires_sm90
+@pytest.mark.parametrize("width, persistent", [("128", "0"), ("176", "0"), ("176", "2"), ("0", "1")])
+def test_key_tile_widths(tmp_path, rng_seed, width, persistent, highest_fp32_matmul):
+    """VLATTN_ATTN_BN forces the key-tile width (128 or 176; 0 = the rule) where 176 is allowed (no mask,
+    not causal). The widths sum the keys in different tiles, so the check is against the references
+    (not bitwise): Sk tails around 176, one-tile and exact multiples, on the per-unit and the
+    persistent grid; a masked and a causal call in the same process must still be right (128 only)."""
+    cases = outputs_in_subprocess(_WIDTH_SCRIPT, tmp_path / f"out_{width}_{persistent}.pt",
+                                  {"VLATTN_ATTN_BN": width, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
+    assert len(cases) == 16
+    for q, k, v, m, causal, out in cases:
+        q, k, v = q.cuda(), k.cuda(), v.cuda()
+        m = None if m is None else m.cuda()
+        ref, ref32 = references(q, k, v, m, causal, None)
+        what = f"BN={width} persistent={persistent} q{tuple(q.shape)} k{tuple(k.shape)} mask={m is not None} causal={causal}"
+        assert_close(out.cuda(), ref, ref32, what)
+
+
 @requires_sm90
 def test_causal_flag_matches_causal_tensor(highest_fp32_matmul):
     """The causal flag and an explicit -inf / bf16-min causal tensor give the same answer (closely)."""

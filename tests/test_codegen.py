@@ -58,9 +58,9 @@ def ptxas_report(tu: str, tmp_path: pathlib.Path) -> dict[str, tuple[int, int, i
 
 
 def _attention_kernel(name: str) -> tuple[int, ...] | None:
-    """(kPipelined, kMaskSmem, kPersistent) of an attention_kernel instantiation, else None."""
-    m = re.search(r"attention_kernelI((?:Lb[01]E)+)EEv", name)
-    return tuple(int(b) for b in re.findall(r"Lb([01])E", m.group(1))) if m else None
+    """(kBN, kPipelined, kMaskSmem, kPersistent) of an attention_kernel instantiation, else None."""
+    m = re.search(r"attention_kernelILi(\d+)E((?:Lb[01]E)+)EEv", name)
+    return (int(m.group(1)), *(int(b) for b in re.findall(r"Lb([01])E", m.group(2)))) if m else None
 
 
 @pytest.fixture(scope="module")
@@ -73,17 +73,22 @@ def qkv_report(tmp_path_factory):
     return ptxas_report("csrc/qkv/qkv_sm90.cu", tmp_path_factory.mktemp("qkv"))
 
 
-# (kPipelined, kMaskSmem, kPersistent) -> (stack frame, spill stores, spill loads) allowed.
-# The per-unit kernels are the default for every masked shape, the persistent global-mask kernel for
-# unmasked ones: none may touch local memory. The two staged-mask exceptions are a diagnostic switch
-# (VLATTN_ATTN_SIMPLE) and the persistent staged-mask kernel that no default rule picks.
+# (kBN, kPipelined, kMaskSmem, kPersistent) -> (stack frame, spill stores, spill loads) allowed.
+# The 128-key per-unit kernels are the default for every masked shape: none may touch local memory.
+# The two staged-mask exceptions are a diagnostic switch (VLATTN_ATTN_SIMPLE) and the persistent
+# staged-mask kernel that no default rule picks (both 104-128 B frames before the key columns became
+# one register, 2026-12-01). The 176-key kernels (unmasked shapes) hold a 64 x 176 score tile, P and O
+# in 240 registers: ptxas keeps one 8-byte value (persistent; one LDL.64 per key tile) or three
+# (per-unit) in local memory.
 ATTENTION_BUDGET = {
-    (1, 0, 0): (0, 0, 0),
-    (1, 1, 0): (0, 0, 0),
-    (1, 0, 1): (0, 0, 0),
-    (1, 1, 1): (104, 124, 152),
-    (0, 0, 0): (0, 0, 0),
-    (0, 1, 0): (128, 124, 124),
+    (128, 1, 0, 0): (0, 0, 0),
+    (128, 1, 1, 0): (0, 0, 0),
+    (128, 1, 0, 1): (0, 0, 0),
+    (128, 1, 1, 1): (8, 16, 36),
+    (128, 0, 0, 0): (0, 0, 0),
+    (128, 0, 1, 0): (8, 8, 16),
+    (176, 1, 0, 0): (24, 28, 32),
+    (176, 1, 0, 1): (8, 8, 8),
 }
 
 
@@ -101,7 +106,7 @@ def test_attention_kernels_local_memory(attention_report):
         assert budget is not None, f"attention_kernel{key} has no budget here: add one with its ptxas report"
         got = (frame, stores, loads)
         assert all(g <= b for g, b in zip(got, budget)), (
-            f"attention_kernel<pipelined, mask_smem, persistent>={key}: stack frame {frame} B, spills "
+            f"attention_kernel<kBN, pipelined, mask_smem, persistent>={key}: stack frame {frame} B, spills "
             f"{stores}/{loads} B; budget {budget}")
     assert seen == set(ATTENTION_BUDGET), f"instantiations changed: {sorted(seen)} vs {sorted(ATTENTION_BUDGET)}"
 

@@ -12,7 +12,8 @@ namespace vlattn {
 namespace attn_rules {
 
 constexpr int kBlockM = 128;  // query rows per tile (sm90_attention.cuh static_asserts AttnConfig agrees)
-constexpr int kBlockN = 128;  // keys per tile
+constexpr int kBlockN = 128;  // keys per tile (mask tiles, causal; the default)
+constexpr int kBlockNWide = 176;  // keys per tile of the unmasked, non-causal kernels
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -65,6 +66,18 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
   if (p.causal || staged_mask) return false;
   const long long sms = sm_count_or_h200(p);
   return p.mask == nullptr ? units > sms : units >= 8 * sms;
+}
+
+// Keys per pipeline step. 176 is allowed only without a mask and without the causal flag (mask tiles,
+// their summary and the causal diagonal are 128 wide). mode (VLATTN_ATTN_BN): 0 = the rule, 128 or
+// 176 = that width wherever it is allowed. Rule: 176 whenever allowed and there is more than one
+// 128-key tile (prediction, not yet measured: FA3's choice for head_dim 128 without a mask).
+inline bool wide_allowed(const AttentionParams& p) { return p.mask == nullptr && !p.causal; }
+
+inline int block_n(const AttentionParams& p, int mode) {
+  if (!wide_allowed(p)) return kBlockN;
+  if (mode == kBlockN || mode == kBlockNWide) return mode;
+  return p.seqlen_k > kBlockN ? kBlockNWide : kBlockN;
 }
 
 // GQA packing: a unit is (KV head, rows = floor(128 / G) positions, batch) instead of (query head,

@@ -33,6 +33,11 @@
 #include <cstdlib>
 #include <limits>
 
+// The 64x176 wgmma atoms (176-key tiles) live in CuTe's extended shape list, compiled in only on request.
+// Defined before the first CuTe header of this translation unit (attention_sm90.cu includes this first).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
 #include <cute/tensor.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
@@ -63,7 +68,8 @@ using Element = cutlass::bfloat16_t;
 struct AttnConfig {
   static constexpr int kHeadDim = kAttnHeadDim;  // 128
   static constexpr int kBlockM = 128;            // query rows per CTA
-  static constexpr int kBlockN = 128;            // keys per pipeline step
+  static constexpr int kBlockN = 128;            // keys per pipeline step (mask tiles, causal, default)
+  static constexpr int kBlockNWide = 176;        // keys per step of the unmasked, non-causal kernels (FA3's pick)
   static constexpr int kStages = 2;              // K ring and V ring depth (each)
   static constexpr int kNumConsumerWarpgroups = 2;
   static constexpr int kRowsPerConsumer = kBlockM / kNumConsumerWarpgroups;  // 64 = one wgmma M
@@ -87,26 +93,41 @@ struct AttnConfig {
 using C = AttnConfig;
 
 using TileQ = Shape<Int<C::kBlockM>, Int<C::kHeadDim>>;  // (rows, d)
-using TileK = Shape<Int<C::kBlockN>, Int<C::kHeadDim>>;  // (keys, d)
-using TileV = Shape<Int<C::kHeadDim>, Int<C::kBlockN>>;  // (d, keys): V as the B operand (N = d, K = keys)
 
 // Shared memory: 128B-swizzled wgmma-canonical layouts. Q and K are K-major (d contiguous). V is the
 // B operand of P V with N = d, which is contiguous in memory: MN-major, tiled K-first like CUTLASS's
 // sm90 collectives do for MN-major operands.
 using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, TileQ{}));
-using SmemLayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                           make_shape(Int<C::kBlockN>{}, Int<C::kHeadDim>{}, Int<C::kStages>{})));
-using SmemLayoutV = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
-                                           make_shape(Int<C::kHeadDim>{}, Int<C::kBlockN>{}, Int<C::kStages>{}),
-                                           Step<_2, _1, _3>{}));
 
-// S = Q K^T: two warpgroups stacked along M (each 64 rows), N = kBlockN keys, K = head_dim.
-using TiledMmaQK = decltype(make_tiled_mma(
-    SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{}, Layout<Shape<_2, _1, _1>>{}));
-// O += P V: A = P from registers (must be K-major), B = V (MN-major), N = head_dim, K = kBlockN keys.
-using TiledMmaPV = decltype(make_tiled_mma(
-    SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::MN>{}, Layout<Shape<_2, _1, _1>>{}));
-static_assert(C::kBlockN == 128 && C::kHeadDim == 128, "the MMA atoms above are 64x128: N = kBlockN = head_dim");
+// Everything that depends on the key-tile width kBN (keys per pipeline step): 128 (every mask, causal)
+// or 176 (unmasked and not causal: 034's cross attention). A wider step spreads the per-step costs (row
+// max and sum shuffles, the O rescale, the pipeline and turn barriers) over 1.375x the keys; FA3 picks
+// 176 for head_dim 128 without a mask. The score tile is then 64 x 176 fp32 per warpgroup: 88
+// accumulator registers, P 44, O 64.
+template <int kBN>
+struct KeyTile {
+  static_assert(kBN == 128 || kBN == 176, "key tiles of 128 or 176 keys");
+  static constexpr int kBlockN = kBN;
+  static constexpr int kColGroups = kBN / 8;  // 8-column groups of a 64 x kBN accumulator (per thread: 2 cols each)
+  using TileK = Shape<Int<kBN>, Int<C::kHeadDim>>;  // (keys, d)
+  using TileV = Shape<Int<C::kHeadDim>, Int<kBN>>;  // (d, keys): V as the B operand (N = d, K = keys)
+  using SmemLayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             make_shape(Int<kBN>{}, Int<C::kHeadDim>{}, Int<C::kStages>{})));
+  using SmemLayoutV = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                             make_shape(Int<C::kHeadDim>{}, Int<kBN>{}, Int<C::kStages>{}),
+                                             Step<_2, _1, _3>{}));
+  // S = Q K^T: two warpgroups stacked along M (each 64 rows), N = kBN keys, K = head_dim.
+  using AtomQK = std::conditional_t<kBN == 128, SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>,
+                                    SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>>;
+  using TiledMmaQK = decltype(make_tiled_mma(AtomQK{}, Layout<Shape<_2, _1, _1>>{}));
+  // O += P V: A = P from registers (must be K-major), B = V (MN-major), N = head_dim, K = kBN keys
+  // (kBN / 16 k-blocks of the 64x128x16 atom).
+  using TiledMmaPV = decltype(make_tiled_mma(
+      SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::MN>{}, Layout<Shape<_2, _1, _1>>{}));
+  static constexpr uint32_t kKBytes = kBN * C::kHeadDim * sizeof(Element);
+  static constexpr uint32_t kVBytes = kKBytes;
+};
+static_assert(C::kHeadDim == 128, "the PV atom is 64x128: N = head_dim");
 
 using PipelineK = cutlass::PipelineTmaAsync<C::kStages>;
 using PipelineV = cutlass::PipelineTmaAsync<C::kStages>;
@@ -132,34 +153,37 @@ using PipelineM = cutlass::PipelineAsync<kMaskStages>;
 using PipeStateM = typename PipelineM::PipelineState;
 constexpr int kMaskCopyWarps = 3;  // producer warpgroup warps 1..3 (warp 0 issues the TMA loads)
 
+template <int kBN>
 struct SharedStorageBase {
   // 128B swizzle needs 1024-byte aligned tiles.
   alignas(1024) Element q[cosize_v<SmemLayoutQ>];  // also the O staging buffer in the epilogue
-  alignas(1024) Element k[cosize_v<SmemLayoutK>];
-  alignas(1024) Element v[cosize_v<SmemLayoutV>];
+  alignas(1024) Element k[cosize_v<typename KeyTile<kBN>::SmemLayoutK>];
+  alignas(1024) Element v[cosize_v<typename KeyTile<kBN>::SmemLayoutV>];
   typename PipelineK::SharedStorage pipe_k;
   typename PipelineV::SharedStorage pipe_v;
   alignas(8) uint64_t q_full;   // transaction barrier of the Q load of each work unit
   alignas(8) uint64_t q_empty;  // the consumers are done with the Q tile (and its O staging) of a unit
 };
 
-template <bool kMaskSmem>
-struct SharedStorage : SharedStorageBase {};
+template <int kBN, bool kMaskSmem>
+struct SharedStorage : SharedStorageBase<kBN> {};
 
+// Mask tiles are 128 x 128: only the 128-key kernels stage them.
 template <>
-struct SharedStorage<true> : SharedStorageBase {
+struct SharedStorage<128, true> : SharedStorageBase<128> {
   // 256-byte aligned stages: the consumers' address math XORs bits 4..7 of the stage address.
   alignas(256) uint32_t mask[kMaskStages][C::kBlockM * kMaskWordsPerRow];
   alignas(16) uint32_t mask_extra[kMaskStages][C::kBlockM];  // word 64 of each row (shifted layout)
   typename PipelineM::SharedStorage pipe_m;
 };
 
-template <bool kMaskSmem>
-constexpr int kSmemBytes = int(sizeof(SharedStorage<kMaskSmem>));
+template <int kBN, bool kMaskSmem>
+constexpr int kSmemBytes = int(sizeof(SharedStorage<kBN, kMaskSmem>));
 constexpr int kMaxSmemBytes = 227 * 1024;  // opt-in dynamic shared memory per block on H100/H200
-static_assert(kSmemBytes<false> <= kMaxSmemBytes, "shared memory budget exceeded");
-static_assert(kSmemBytes<true> <= kMaxSmemBytes, "shared memory budget exceeded (mask ring)");
-static_assert(sizeof(SharedStorage<true>::mask[0]) == kMaskStageBytes && kMaskStageBytes % 256 == 0,
+static_assert(kSmemBytes<128, false> <= kMaxSmemBytes, "shared memory budget exceeded");
+static_assert(kSmemBytes<176, false> <= kMaxSmemBytes, "shared memory budget exceeded (176-key tiles)");
+static_assert(kSmemBytes<128, true> <= kMaxSmemBytes, "shared memory budget exceeded (mask ring)");
+static_assert(sizeof(SharedStorage<128, true>::mask[0]) == kMaskStageBytes && kMaskStageBytes % 256 == 0,
               "mask stage size / alignment");
 
 constexpr uint32_t kQBytes = C::kBlockM * C::kHeadDim * sizeof(Element);
@@ -169,8 +193,6 @@ constexpr uint32_t kQBytes = C::kBlockM * C::kHeadDim * sizeof(Element);
 static_assert(SmemLayoutQ{}.layout_b()(0, 64) == C::kBlockM * 64 && SmemLayoutQ{}.layout_b()(9, 0) == 9 * 64 &&
                   SmemLayoutQ{}.layout_b()(127, 63) == 127 * 64 + 63,
               "Q tile halves / rows are not where the packed TMA boxes put them");
-constexpr uint32_t kKBytes = C::kBlockN * C::kHeadDim * sizeof(Element);
-constexpr uint32_t kVBytes = kKBytes;
 
 // Named barriers 0..7 of the user range (NamedBarrier adds CUTLASS's reserved offset).
 constexpr uint32_t kEpilogueBarrierBase = 0;  // + consumer warpgroup index
@@ -202,23 +224,28 @@ CUTE_HOST_DEVICE auto vt_layout(int s, int h, int b) {
 inline auto make_tma_q(const Element* q, int s, int h, int b) {
   return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(q), q_layout(s, h, b)), SmemLayoutQ{}, TileQ{}, _1{});
 }
+template <int kBN>
 inline auto make_tma_k(const Element* k, int s, int h, int b) {
+  using T = KeyTile<kBN>;
   return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(k), q_layout(s, h, b)),
-                       SmemLayoutK{}(_, _, Int<0>{}), TileK{}, _1{});
+                       typename T::SmemLayoutK{}(_, _, Int<0>{}), typename T::TileK{}, _1{});
 }
+template <int kBN>
 inline auto make_tma_v(const Element* v, int s, int h, int b) {
+  using T = KeyTile<kBN>;
   return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(v), vt_layout(s, h, b)),
-                       SmemLayoutV{}(_, _, Int<0>{}), TileV{}, _1{});
+                       typename T::SmemLayoutV{}(_, _, Int<0>{}), typename T::TileV{}, _1{});
 }
 
 using TmaQ = decltype(make_tma_q(nullptr, 1, 1, 1));
-using TmaK = decltype(make_tma_k(nullptr, 1, 1, 1));
-using TmaV = decltype(make_tma_v(nullptr, 1, 1, 1));
+template <int kBN>
+using TmaK = decltype(make_tma_k<kBN>(nullptr, 1, 1, 1));
+template <int kBN>
+using TmaV = decltype(make_tma_v<kBN>(nullptr, 1, 1, 1));
 
-struct KernelParams {
+// The launch's arguments apart from the K and V tensor maps (whose box is the key-tile width).
+struct KernelArgs {
   TmaQ tma_q;
-  TmaK tma_k;
-  TmaV tma_v;
   Element* o;
   const uint16_t* mask;  // bf16 bits; nullptr = no mask
   int64_t mask_batch_stride;
@@ -248,9 +275,15 @@ struct KernelParams {
   CUtensorMap tma_q_packed;  // q viewed as (d, s, g, Hkv, B), box (64, pack_rows, G, 1, 1), 128B swizzle
 };
 
+template <int kBN>
+struct KernelParams : KernelArgs {
+  TmaK<kBN> tma_k;
+  TmaV<kBN> tma_v;
+};
+
 // Rows (query positions) per unit and the head count units are indexed by.
-CUTLASS_DEVICE int unit_rows(const KernelParams& kp) { return kp.pack_rows > 0 ? kp.pack_rows : AttnConfig::kBlockM; }
-CUTLASS_DEVICE int unit_heads(const KernelParams& kp) { return kp.pack_rows > 0 ? kp.heads_kv : kp.heads_q; }
+CUTLASS_DEVICE int unit_rows(const KernelArgs& kp) { return kp.pack_rows > 0 ? kp.pack_rows : AttnConfig::kBlockM; }
+CUTLASS_DEVICE int unit_heads(const KernelArgs& kp) { return kp.pack_rows > 0 ? kp.heads_kv : kp.heads_q; }
 
 // Work units: (query head, 128-row q-block, batch), or (KV head, pack_rows-row block, batch) packed. Linear unit u has the heads fastest, then the
 // q-blocks last-first (causal: the longest units first), then the batches: the heads reading the same
@@ -267,11 +300,12 @@ CUTLASS_DEVICE WorkUnit work_unit(int u, int heads_q, int m_blocks) {
 
 // Key tiles of a q-block. Causal (top-left aligned): row i sees keys j <= i, so tiles wholly to the
 // right of the block's last valid row contribute exact zeros and are not visited.
-CUTLASS_DEVICE int unit_key_tiles(const KernelParams& kp, int m_block) {
-  int n_tiles = ceil_div(kp.seqlen_k, int(AttnConfig::kBlockN));
+template <int kBN>
+CUTLASS_DEVICE int unit_key_tiles(const KernelArgs& kp, int m_block) {
+  int n_tiles = ceil_div(kp.seqlen_k, kBN);
   if (kp.causal) {
     const int last_row = min(kp.seqlen_q - 1, (m_block + 1) * unit_rows(kp) - 1);
-    n_tiles = min(n_tiles, last_row / AttnConfig::kBlockN + 1);
+    n_tiles = min(n_tiles, last_row / kBN + 1);
   }
   return n_tiles;
 }
@@ -283,7 +317,7 @@ struct TileWalker {
   bool skip_dead = false;
   int n_tiles = 0;
 
-  CUTLASS_DEVICE TileWalker(const KernelParams& kp, int batch, int m_block, int n_tiles_) : n_tiles(n_tiles_) {
+  CUTLASS_DEVICE TileWalker(const KernelArgs& kp, int batch, int m_block, int n_tiles_) : n_tiles(n_tiles_) {
     if (kp.tile_kinds == nullptr) return;
     const int m_blocks = ceil_div(kp.seqlen_q, int(AttnConfig::kBlockM));
     const int64_t block = int64_t(kp.mask_broadcast ? 0 : batch) * m_blocks + m_block;
@@ -354,9 +388,10 @@ CUTLASS_DEVICE float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Per-thread accumulator fragment of a 64x128 wgmma tile: ((2 cols, 2 rows (+8), 16 col groups), 1, 1),
+// Per-thread accumulator fragment of a 64xN wgmma tile: ((2 cols, 2 rows (+8), N/8 col groups), 1, 1),
 // compact, so the linear index of (c, r, j) is c + 2r + 4j.
-constexpr int kColGroups = C::kBlockN / 8;
+constexpr int kColGroups = C::kBlockN / 8;     // of a 128-key score tile (staged mask tiles)
+constexpr int kOColGroups = C::kHeadDim / 8;   // of the 64 x 128 O accumulator
 CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4 * j; }
 
 // Online softmax over one S tile, in place: S becomes p = exp2((x - m) log2e), l accumulates this
@@ -379,7 +414,7 @@ struct MaskSmemThread {
   uint32_t sel[2];    // row r: byte-permute selector, 0x3210 (parity 0) or 0x5432 (parity 1)
   uint32_t q4;        // 4*q
 
-  // Bits of the bf16 pair (keys col[j][0], col[j][0] + 1) of row r: low half the first key.
+  // Bits of the bf16 pair (keys col0 + 8j, +1) of row r: low half the first key.
   template <bool kShifted>
   CUTLASS_DEVICE uint32_t pair(int r, int j, int stage) const {
     const uint32_t so = uint32_t(stage) * kMaskStageBytes;
@@ -403,17 +438,20 @@ struct MaskSmemThread {
   }
 };
 
-template <bool kMasked, int kMaskSrc = kMaskGlobal, class FragS>
+// col0: this thread's first key column in a tile; its columns are col0 + 8j + c (the wgmma C layout).
+// kMaybeCausal: false compiles the causal test out (the 176-key kernels never run causal).
+template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, class FragS>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
-                                 const int (&col)[kColGroups][2], int key0, const KernelParams& kp,
+                                 int col0, int key0, const KernelArgs& kp,
                                  const uint16_t* const (&mask_row)[2], bool load_mask,
                                  const MaskSmemThread* ms = nullptr, int mask_stage = 0) {
+  constexpr int kCG = decltype(size(s))::value / 4;  // 8-column groups of the score tile
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
     if constexpr (kMasked) {
       CUTE_UNROLL
-      for (int j = 0; j < kColGroups; ++j) {
+      for (int j = 0; j < kCG; ++j) {
         uint32_t pair = 0;
         if constexpr (kMaskSrc != kMaskGlobal) {
           if (load_mask) pair = ms->template pair<kMaskSrc == kMaskSmemShifted>(r, j, mask_stage);
@@ -421,7 +459,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
         CUTE_UNROLL
         for (int c = 0; c < 2; ++c) {
           const int i = acc_idx(c, r, j);
-          const int key = key0 + col[j][c];
+          const int key = key0 + col0 + 8 * j + c;
           float x;
           if constexpr (kMaskSrc == kMaskGlobal) {
             x = s(i) * kp.scale;
@@ -434,7 +472,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
             x = __fmul_rn(s(i), kp.scale);
             if (load_mask) x = __fadd_rn(x, __uint_as_float(c == 0 ? pair << 16 : pair & 0xffff0000u));
           }
-          if (key >= kp.seqlen_k || (kp.causal && key > row[r])) x = kNegInf;
+          if (key >= kp.seqlen_k || (kMaybeCausal && kp.causal && key > row[r])) x = kNegInf;
           s(i) = x;
           mx = fmaxf(mx, x);
         }
@@ -444,7 +482,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
       // monotonic), so the row max in scaled units costs one multiply per row.
       float raw = kNegInf;
       CUTE_UNROLL
-      for (int i = 0; i < 2 * kColGroups; ++i) raw = fmaxf(raw, s(acc_idx(i % 2, r, i / 2)));
+      for (int i = 0; i < 2 * kCG; ++i) raw = fmaxf(raw, s(acc_idx(i % 2, r, i / 2)));
       mx = fmaxf(mx, raw * kp.scale);
     }
     mx = quad_max(mx);
@@ -457,7 +495,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
     float sum = 0.f;
     if constexpr (kMasked) {
       CUTE_UNROLL
-      for (int j = 0; j < kColGroups; ++j) {
+      for (int j = 0; j < kCG; ++j) {
         CUTE_UNROLL
         for (int c = 0; c < 2; ++c) {
           const int i = acc_idx(c, r, j);
@@ -472,7 +510,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
       // precondition |x| <= 2^97 says): p = exp2(s * scale*log2e - m*log2e), one FFMA per element.
       const float m_scaled = m_use * kLog2e;
       CUTE_UNROLL
-      for (int j = 0; j < kColGroups; ++j) {
+      for (int j = 0; j < kCG; ++j) {
         CUTE_UNROLL
         for (int c = 0; c < 2; ++c) {
           const int i = acc_idx(c, r, j);
@@ -499,11 +537,18 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
 // kPersistent: a 1-D grid of at most one CTA per SM, each running work units blockIdx.x + i * gridDim.x
 // (VLATTN_ATTN_PERSISTENT); false: one CTA per unit, the loops below run once and have no back edge
 // (straight-line code, as before the persistent variant existed).
-template <bool kPipelined, bool kMaskSmem, bool kPersistent>
-__global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams const kp) {
+// kBN: keys per pipeline step (KeyTile): 176 only for launches without a mask and without the causal
+// flag (the launcher's rule), so the mask tile machinery (summary, staging) exists only at 128.
+template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent>
+__global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams<kBN> const kp) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(kBN == 128 || !kMaskSmem, "mask tiles are staged by the 128-key kernels only");
+  using KT = KeyTile<kBN>;
+  // The 176-key kernels run without a mask and without the causal flag (attn_rules::wide_allowed): their
+  // softmax has no mask or causal code at all.
+  constexpr bool kPlain = kBN != C::kBlockN;
   extern __shared__ __align__(1024) char smem_buf[];
-  SharedStorage<kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kMaskSmem>*>(smem_buf);
+  SharedStorage<kBN, kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kBN, kMaskSmem>*>(smem_buf);
 
   const int warp_group = threadIdx.x / 128;
   const int m_blocks = ceil_div(kp.seqlen_q, unit_rows(kp));
@@ -513,13 +558,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
   using Role = typename PipelineK::ThreadCategory;
   typename PipelineK::Params pk;
-  pk.transaction_bytes = kKBytes;
+  pk.transaction_bytes = KT::kKBytes;
   pk.role = warp_group == 0 ? Role::Producer : Role::Consumer;
   pk.is_leader = threadIdx.x == 0;
   pk.num_consumers = 128 * C::kNumConsumerWarpgroups;
   pk.initializing_warp = 0;
   typename PipelineV::Params pv = pk;
-  pv.transaction_bytes = kVBytes;
+  pv.transaction_bytes = KT::kVBytes;
   pv.initializing_warp = 1;
   PipelineK pipe_k(ss.pipe_k, pk, Shape<_1, _1, _1>{});
   PipelineV pipe_v(ss.pipe_v, pv, Shape<_1, _1, _1>{});
@@ -545,8 +590,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   pdl_enter();  // launch/pdl.h: no global memory access before this
 
   Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
-  Tensor sK = make_tensor(make_smem_ptr(ss.k), SmemLayoutK{});
-  Tensor sV = make_tensor(make_smem_ptr(ss.v), SmemLayoutV{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k), typename KT::SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v), typename KT::SmemLayoutV{});
 
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer
@@ -561,10 +606,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       for (int u = first_unit; u < units; u += unit_stride, ++it) {
         const WorkUnit w = work_unit(u, unit_heads(kp), m_blocks);
         const int head_kv = kp.pack_rows > 0 ? w.head : w.head / kp.group;
-        const int n_tiles = unit_key_tiles(kp, w.m_block);
+        const int n_tiles = unit_key_tiles<kBN>(kp, w.m_block);
         Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), TileQ{}, make_coord(w.m_block, 0));  // (128, 128)
-        Tensor gK = local_tile(mK(_, _, head_kv, w.batch), TileK{}, make_coord(_, 0));        // (128, 128, n)
-        Tensor gV = local_tile(mV(_, _, head_kv, w.batch), TileV{}, make_coord(0, _));        // (128, 128, n)
+        Tensor gK = local_tile(mK(_, _, head_kv, w.batch), typename KT::TileK{}, make_coord(_, 0));  // (kBN, 128, n)
+        Tensor gV = local_tile(mV(_, _, head_kv, w.batch), typename KT::TileV{}, make_coord(0, _));  // (128, kBN, n)
         auto tQ = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
         auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
         auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
@@ -618,7 +663,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 #pragma unroll 1
         for (int u = first_unit; u < units; u += unit_stride) {
         const WorkUnit wu = work_unit(u, unit_heads(kp), m_blocks);
-        const int n_tiles = unit_key_tiles(kp, wu.m_block);
+        const int n_tiles = unit_key_tiles<kBN>(kp, wu.m_block);
         // The walker first: its live-row reads need registers that the copy loop's state would take.
         const TileWalker walk(kp, wu.batch, wu.m_block, n_tiles);
         const int row0 = wu.m_block * C::kBlockM;
@@ -639,8 +684,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           asm volatile("" : "+r"(pt));
           const int pwarp = pt / 32, lane = pt % 32;
           const uint32_t sbase = cute::cast_smem_ptr_to_uint(&ss.mask[0][0]) + st.index() * kMaskStageBytes;
-          const int key0 = n * C::kBlockN;
-          const int keys = min(kp.seqlen_k - key0, int(C::kBlockN));  // valid keys of the tile, >= 1
+          const int key0 = n * kBN;
+          const int keys = min(kp.seqlen_k - key0, kBN);  // valid keys of the tile, >= 1
           // Source of empty copies: a 16-byte aligned address inside the mask's allocation.
           const void* dummy = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(kp.mask) & ~uintptr_t(15));
           if (kp.mask_vec16) {
@@ -689,15 +734,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     const int ct = threadIdx.x - 128;          // 0..255 across both consumer warpgroups
     const int consumer_wg = warp_group - 1;    // 0 or 1: rows [64*wg, 64*wg + 64) of the tile
 
-    TiledMmaQK mma_qk;
-    TiledMmaPV mma_pv;
+    typename KT::TiledMmaQK mma_qk;
+    typename KT::TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(ct);
     auto thr_pv = mma_pv.get_thread_slice(ct);
 
     // Pipeline states run on across the units of this CTA (consumer start: stage 0, phase 0).
     [[maybe_unused]] PipeStateM st_m;
     PipeState st_k;  // the pipelined loop's V state lags it by one tile within a unit, equals it between units
-    const bool tail = (kp.seqlen_k % C::kBlockN) != 0;
+    const bool tail = (kp.seqlen_k % kBN) != 0;
 
     int it = 0;
 #pragma unroll 1
@@ -712,32 +757,34 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     if constexpr (kPersistent) asm volatile("" : "+r"(ct_u), "+r"(smem_off));
     auto thr_qk_u = mma_qk.get_thread_slice(ct_u);
     Tensor tSrQ = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(ss.q + smem_off), SmemLayoutQ{}));  // (MMA, 1, 8)
-    Tensor tSrK = thr_qk.partition_fragment_B(make_tensor(make_smem_ptr(ss.k + smem_off), SmemLayoutK{}));  // (.., stages)
-    Tensor tOrV = thr_pv.partition_fragment_B(make_tensor(make_smem_ptr(ss.v + smem_off), SmemLayoutV{}));  // (.., stages)
+    Tensor tSrK = thr_qk.partition_fragment_B(
+        make_tensor(make_smem_ptr(ss.k + smem_off), typename KT::SmemLayoutK{}));  // (.., stages)
+    Tensor tOrV = thr_pv.partition_fragment_B(
+        make_tensor(make_smem_ptr(ss.v + smem_off), typename KT::SmemLayoutV{}));  // (.., stages)
     // (row, col) of each accumulator element from an identity tensor partitioned like the accumulator.
-    Tensor tScS = thr_qk_u.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+    Tensor tScS = thr_qk_u.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<kBN>>{}));
     int local_row[2];  // this thread's two rows within the q-block
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) local_row[r] = get<0>(tScS(acc_idx(0, r, 0)));
-    int col[kColGroups][2];  // key column within a tile
-    CUTE_UNROLL
-    for (int j = 0; j < kColGroups; ++j) {
-      CUTE_UNROLL
-      for (int c = 0; c < 2; ++c) col[j][c] = get<1>(tScS(acc_idx(c, 0, j)));
-    }
-    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{});   // fp32
+    // Key columns within a tile: col0 + 8j + c for element (c, r, j) (the wgmma C layout: lane l holds
+    // columns 2 (l % 4), +1 of every 8-column group). One register instead of a kBN-entry table: at 176
+    // keys the table's 44 registers spilled.
+    const int col0 = get<1>(tScS(acc_idx(0, 0, 0)));
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<C::kBlockM>, Int<kBN>>{});   // fp32
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{});  // fp32
-    // P as the RS A operand: ((2,2,2), 1, 8 k-blocks) bf16. For 16-bit A the register layout holds,
-    // per thread, exactly the (row, col) pairs of the accumulator, and the compact linear order of
-    // ((2,2,2),1,8) coincides with that of the accumulator's ((2,2,16),1,1): value (c, r, j) of S is
-    // element c + 2r + 4j of both (j = 2*kblock + half). A straight element-wise convert suffices.
-    Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
-    static_assert(decltype(size(tSrS))::value == 64 && decltype(size(tOrP))::value == 64 &&
+    // P as the RS A operand: ((2,2,2), 1, kBN/16 k-blocks) bf16. For 16-bit A the register layout
+    // holds, per thread, exactly the (row, col) pairs of the accumulator, and the compact linear order of
+    // ((2,2,2),1,kBN/16) coincides with that of the accumulator's ((2,2,kBN/8),1,1): value (c, r, j) of
+    // S is element c + 2r + 4j of both (j = 2*kblock + half). A straight element-wise convert suffices.
+    Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<Int<C::kBlockM>, Int<kBN>>{}));
+    static_assert(decltype(size(tSrS))::value == kBN / 2 && decltype(size(tOrP))::value == kBN / 2 &&
                       decltype(size(tOrO))::value == 64,
                   "unexpected per-thread fragment sizes");
+    static_assert(decltype(size<2>(tOrP))::value == kBN / 16 && decltype(size<2>(tSrS))::value == 1,
+                  "P's k-blocks / the score fragment's shape");
 
 
-    const int n_tiles = unit_key_tiles(kp, m_block);
+    const int n_tiles = unit_key_tiles<kBN>(kp, m_block);
     // First query position of the unit; the masked-path choice below and the causal bound use it.
     const int first_row = kMaskSmem ? m_block * C::kBlockM : m_block * unit_rows(kp);
     int row[2];  // query position of this thread's two rows
@@ -766,7 +813,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     if constexpr (kMaskSmem) {
       const uint32_t smem_mask = cute::cast_smem_ptr_to_uint(&ss.mask[0][0]) + smem_off;
       const uint32_t smem_extra = cute::cast_smem_ptr_to_uint(&ss.mask_extra[0][0]) + smem_off;
-      ms.q4 = uint32_t(2 * col[0][0]);  // col[0][0] = 2q: the pair's byte offset in its 16-byte chunk
+      ms.q4 = uint32_t(2 * col0);  // col0 = 2q: the pair's byte offset in its 16-byte chunk
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         const int lr = local_row[r];  // 0..127
@@ -819,19 +866,27 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     // per-unit staged-mask kernel spill 100 B: so it is forced inline only where the heuristic fails.
 #define VLATTN_SOFTMAX_STEP(INLINE) \
     [&](int n) INLINE { \
-      const int key0 = n * C::kBlockN;                                                                            \
-      const bool masked = kp.mask != nullptr || !kp.fold_scale || (tail && n == n_tiles - 1) ||                   \
-                          (kp.causal && key0 + C::kBlockN - 1 > first_row);                                       \
+      const int key0 = n * kBN;                                                                                   \
+      const bool masked = (!kPlain && (kp.mask != nullptr || (kp.causal && key0 + kBN - 1 > first_row))) ||       \
+                          !kp.fold_scale || (tail && n == n_tiles - 1);                                           \
+      if constexpr (kPlain) {                                                                                     \
+        /* No mask, not causal: only the Sk tail (or scale <= 0) takes the masked path, without mask loads. */ \
+        if (masked)                                                                                               \
+          softmax_tile<true, kMaskGlobal, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);      \
+        else                                                                                                      \
+          softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);                         \
+        return;                                                                                                   \
+      }                                                                                                           \
       if (masked) {                                                                                               \
         const bool load_mask = walk.kind(n) != kTileZero;                                                         \
         if constexpr (kMaskSmem) {                                                                                \
           if (load_mask && kp.mask != nullptr) {                                                                  \
             pipe_m.consumer_wait(st_m);                                                                           \
             if (kp.mask_vec16)                                                                                    \
-              softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,  \
+              softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &ms,  \
                                                    st_m.index());                                                 \
             else                                                                                                  \
-              softmax_tile<true, kMaskSmemShifted>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, true, &ms,  \
+              softmax_tile<true, kMaskSmemShifted>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &ms,  \
                                                    st_m.index());                                                 \
             pipe_m.consumer_release(st_m);                                                                        \
             ++st_m;                                                                                               \
@@ -839,9 +894,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           }                                                                                                       \
         }                                                                                                         \
         /* kMaskSmem kernels run only with a mask: here the tile is ZERO (no mask loads compiled in). */       \
-        softmax_tile<true>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, kMaskSmem ? false : load_mask);     \
+        softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, kMaskSmem ? false : load_mask);     \
       } else                                                                                                      \
-        softmax_tile<false>(tSrS, rescale, m, l, row, col, key0, kp, mask_row, false);                            \
+        softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);                            \
     }
     auto softmax = [&] {
       if constexpr (kPersistent && kMaskSmem) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
@@ -857,7 +912,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         CUTE_UNROLL
-        for (int j = 0; j < kColGroups; ++j) {
+        for (int j = 0; j < kOColGroups; ++j) {
           CUTE_UNROLL
           for (int c = 0; c < 2; ++c) tOrO(acc_idx(c, r, j)) *= rescale[r];
         }
@@ -963,7 +1018,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) {
       CUTE_UNROLL
-      for (int j = 0; j < kColGroups; ++j) {
+      for (int j = 0; j < kOColGroups; ++j) {
         const int i0 = acc_idx(0, r, j);
         const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
         __nv_bfloat162 pair = __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
@@ -1024,7 +1079,8 @@ struct SummaryLayout {
 using attn_rules::mask_vec16;
 using attn_rules::persistent_pays;
 using attn_rules::summary_pays;
-static_assert(attn_rules::kBlockM == C::kBlockM && attn_rules::kBlockN == C::kBlockN,
+static_assert(attn_rules::kBlockM == C::kBlockM && attn_rules::kBlockN == C::kBlockN &&
+                  attn_rules::kBlockNWide == C::kBlockNWide,
               "attention_rules.h and the kernel disagree on the tile shape");
 
 inline SummaryLayout summary_layout(const AttentionParams& p) {
@@ -1057,10 +1113,13 @@ inline bool env_flag(const char* name, bool fallback) {
 
 // One kernel instantiation: its shared-memory opt-in is per device context and per kernel (a static
 // flag per instantiation: kernels of one signature must not share it, bench/NOTES.md lessons).
-template <bool kPipelined, bool kMaskSmem, bool kPersistent = false>
-inline AttentionStatus launch_kernel(const KernelParams& kp, dim3 grid, const AttentionParams& p) {
-  auto kernel = attention_kernel<kPipelined, kMaskSmem, kPersistent>;
-  constexpr int kBytes = kSmemBytes<kMaskSmem>;
+// The K and V tensor maps are encoded here: their box is the key-tile width.
+template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent = false>
+inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const AttentionParams& p) {
+  const KernelParams<kBN> kp{args, make_tma_k<kBN>(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch),
+                             make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch)};
+  auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent>;
+  constexpr int kBytes = kSmemBytes<kBN, kMaskSmem>;
   constexpr int kMaxDevices = 64;
   static bool smem_attr_set[kMaxDevices] = {};  // a benign race at worst sets the same value twice
   const bool cached = p.device >= 0 && p.device < kMaxDevices && smem_attr_set[p.device];
@@ -1102,10 +1161,8 @@ inline AttentionStatus launch(const AttentionParams& p) {
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return AttentionStatus::kInvalidArgument;  // TMA / uint4 stores
   if (p.mask != nullptr && reinterpret_cast<uintptr_t>(p.mask) % 2 != 0) return AttentionStatus::kInvalidArgument;
 
-  KernelParams kp{
+  KernelArgs kp{
       make_tma_q(static_cast<const Element*>(p.q), p.seqlen_q, p.heads_q, p.batch),
-      make_tma_k(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch),
-      make_tma_v(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch),
       static_cast<Element*>(p.o),
       static_cast<const uint16_t*>(p.mask),
       p.mask_batch_stride,
@@ -1205,11 +1262,21 @@ inline AttentionStatus launch(const AttentionParams& p) {
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
                     : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
                                    : dim3(p.heads_q, m_blocks, p.batch);
+  // Keys per pipeline step (VLATTN_ATTN_BN, read once; attn_rules::block_n): 0 (default) the rule, 128 or
+  // 176 that width wherever it is allowed (no mask, not causal). The plain diagnosis loop is 128 only.
+  static const int bn_mode = env_int("VLATTN_ATTN_BN", 0);
+  const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
   if (simple_loop)
-    return stage_mask ? launch_kernel<false, true>(kp, grid, p) : launch_kernel<false, false>(kp, grid, p);
+    return stage_mask ? launch_kernel<128, false, true>(kp, grid, p) : launch_kernel<128, false, false>(kp, grid, p);
+  if (block_n == C::kBlockNWide) {
+    if (stage_mask) return AttentionStatus::kInvalidArgument;  // unreachable: the rule allows 176 without a mask only
+    return use_persistent ? launch_kernel<C::kBlockNWide, true, false, true>(kp, grid, p)
+                          : launch_kernel<C::kBlockNWide, true, false>(kp, grid, p);
+  }
   if (use_persistent)
-    return stage_mask ? launch_kernel<true, true, true>(kp, grid, p) : launch_kernel<true, false, true>(kp, grid, p);
-  return stage_mask ? launch_kernel<true, true>(kp, grid, p) : launch_kernel<true, false>(kp, grid, p);
+    return stage_mask ? launch_kernel<128, true, true, true>(kp, grid, p)
+                      : launch_kernel<128, true, false, true>(kp, grid, p);
+  return stage_mask ? launch_kernel<128, true, true>(kp, grid, p) : launch_kernel<128, true, false>(kp, grid, p);
 }
 
 }  // namespace attn_sm90

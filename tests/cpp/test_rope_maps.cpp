@@ -167,6 +167,22 @@ bool attention_pack_rule(std::string& err) {
   return true;
 }
 
+// Key-tile width: 176 only without a mask and without the causal flag, and then only with more than one
+// 128-key tile; VLATTN_ATTN_BN's forced widths never override the mask / causal restriction.
+bool attention_block_n_rule(std::string& err) {
+  using attn_rules::block_n;
+  EXPECT(block_n(attn(1, 32, 8, 8192, 12544, false), 0) == 176);
+  EXPECT(block_n(attn(2, 32, 8, 128, 196, false), 0) == 176);
+  EXPECT(block_n(attn(2, 32, 8, 128, 128, false), 0) == 128);    // one 128-key tile
+  EXPECT(block_n(attn(2, 32, 8, 128, 128, false), 176) == 176);  // forced
+  EXPECT(block_n(attn(1, 32, 8, 8192, 12544, false), 128) == 128);
+  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, true), 0) == 128);    // mask
+  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, true), 176) == 128);
+  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, false, true), 176) == 128);  // causal
+  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, false), 64) == 176);  // not a width: the rule
+  return true;
+}
+
 // The fused QKV rule on the workload shapes (H200: 132 SMs). 007: Q 28 + K 4 + V 4 = 36 heads, one
 // launch with M = B x S; 034: Q from text (32 heads, M = B x Lq) and K + V from vision (16 heads,
 // M = B x Lv) in two launches.
@@ -255,6 +271,7 @@ const Case kCases[] = {
     {"attention_summary_rule", attention_summary_rule},
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
+    {"attention_block_n_rule", attention_block_n_rule},
     {"qkv_auto_rule", qkv_auto_rule},
     {"rope_pass_runs", rope_pass_runs},
 };
