@@ -70,14 +70,27 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
 
 // Keys per pipeline step. 176 is allowed only without a mask and without the causal flag (mask tiles,
 // their summary and the causal diagonal are 128 wide). mode (VLATTN_ATTN_BN): 0 = the rule, 128 or
-// 176 = that width wherever it is allowed. Rule: 176 whenever allowed and there is more than one
-// 128-key tile (prediction, not yet measured: FA3's choice for head_dim 128 without a mask).
+// 176 = that width wherever it is allowed. The rule is what the H200 measured (2026-12-01, same-call
+// A/B of bench/probe_attn_width.py, cold L2, 034 shapes; bench/NOTES.md twelfth session):
+// - 176 wins 5-9% where the keys pad about as well: Lk 392 (B64 361 -> 334 us), 784 (B16 262 -> 238),
+//   980 (93 -> 89), 1568 (108 -> 98), 176 (87 -> 63: one tile instead of two), 352 (102 -> 84); also
+//   Lk 588 (312 -> 302), where 176 pads to 704 keys against 640;
+// - it loses or ties where 176 pads to 1.375x the keys of 128 (Lk 353: 104 -> 108; Lk 196: 13.2 ->
+//   13.7, 23.9 -> 23.9);
+// - it ties or loses on long key sequences (Lk 6272: 642 -> 640, Lk 12544: 2566 -> 2608 us): those
+//   kernels run 0.6-2.6 ms at ~650 TFLOP/s, bound by something the step width does not change.
+// So: 176 when the padded key count is at most 1.2x that of 128-key tiles and Lk < 4096.
+constexpr int kWideMaxKeys = 4096;
+
 inline bool wide_allowed(const AttentionParams& p) { return p.mask == nullptr && !p.causal; }
 
 inline int block_n(const AttentionParams& p, int mode) {
   if (!wide_allowed(p)) return kBlockN;
   if (mode == kBlockN || mode == kBlockNWide) return mode;
-  return p.seqlen_k > kBlockN ? kBlockNWide : kBlockN;
+  if (p.seqlen_k <= kBlockN || p.seqlen_k >= kWideMaxKeys) return kBlockN;
+  const long long padded_wide = (long long)ceil_div(p.seqlen_k, kBlockNWide) * kBlockNWide;
+  const long long padded = (long long)ceil_div(p.seqlen_k, kBlockN) * kBlockN;
+  return 5 * padded_wide <= 6 * padded ? kBlockNWide : kBlockN;
 }
 
 // GQA packing: a unit is (KV head, rows = floor(128 / G) positions, batch) instead of (query head,

@@ -167,19 +167,23 @@ bool attention_pack_rule(std::string& err) {
   return true;
 }
 
-// Key-tile width: 176 only without a mask and without the causal flag, and then only with more than one
-// 128-key tile; VLATTN_ATTN_BN's forced widths never override the mask / causal restriction.
+// Key-tile width: 176 only without a mask and without the causal flag, and then where the H200 measured
+// it faster (padded keys at most 1.2x those of 128-key tiles, Lk < 4096); VLATTN_ATTN_BN's forced
+// widths never override the mask / causal restriction.
 bool attention_block_n_rule(std::string& err) {
   using attn_rules::block_n;
-  EXPECT(block_n(attn(1, 32, 8, 8192, 12544, false), 0) == 176);
-  EXPECT(block_n(attn(2, 32, 8, 128, 196, false), 0) == 176);
-  EXPECT(block_n(attn(2, 32, 8, 128, 128, false), 0) == 128);    // one 128-key tile
+  auto wide = [](int sk) { return block_n(attn(4, 32, 8, 512, sk, false), 0) == 176; };
+  EXPECT(wide(392) && wide(588) && wide(784) && wide(980) && wide(1568) && wide(176) && wide(352));
+  EXPECT(!wide(128) && !wide(196) && !wide(353) && !wide(100));  // one tile; 1.375x the padded keys
+  EXPECT(!wide(6272) && !wide(12544) && !wide(4096));                // long key sequences
+  EXPECT(wide(129) && wide(4095 - 4095 % 176));
   EXPECT(block_n(attn(2, 32, 8, 128, 128, false), 176) == 176);  // forced
-  EXPECT(block_n(attn(1, 32, 8, 8192, 12544, false), 128) == 128);
-  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, true), 0) == 128);    // mask
-  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, true), 176) == 128);
-  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, false, true), 176) == 128);  // causal
-  EXPECT(block_n(attn(1, 28, 4, 4096, 4096, false), 64) == 176);  // not a width: the rule
+  EXPECT(block_n(attn(1, 32, 8, 8192, 12544, false), 176) == 176);
+  EXPECT(block_n(attn(4, 32, 8, 512, 784, false), 128) == 128);
+  EXPECT(block_n(attn(1, 28, 4, 2048, 2048, true), 0) == 128);    // mask
+  EXPECT(block_n(attn(1, 28, 4, 2048, 2048, true), 176) == 128);
+  EXPECT(block_n(attn(1, 28, 4, 2048, 2048, false, true), 176) == 128);  // causal
+  EXPECT(block_n(attn(4, 32, 8, 512, 784, false), 64) == 176);   // not a width: the rule
   return true;
 }
 
