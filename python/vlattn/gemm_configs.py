@@ -68,6 +68,12 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     GemmConfig("t64x128x64_c1x1_pingpong", (64, 128, 64), (1, 1), "pingpong", "persistent", efficiency=0.85),
     GemmConfig("t128x128x64_c1x1_coop_streamk", (128, 128, 64), (1, 1), "cooperative", "streamk",
                efficiency=0.95),
+    # Mid M, where the 128x256 grid is under one wave or just over a whole number of waves (613x3584:
+    # 70 tiles; 3136x1024: 100; 2164x4096: 272 = 2.06 waves): stream-K spreads those tiles' k-steps over
+    # every SM. Tuned table only (the wave model leaves stream-K to the tuner). Twelfth session: see
+    # bench/NOTES.md for its measurement.
+    GemmConfig("t128x256x64_c1x1_coop_streamk", (128, 256, 64), (1, 1), "cooperative", "streamk",
+               efficiency=0.98),
     # Clusters of 2 CTAs along M: the weight (B) tile is multicast to both, halving its L2 -> SM traffic.
     # H200, ninth session (python -m vlattn.tune, 10 iters): 128x256 in pairs is 7% faster than alone
     # summed over the 12 shapes with M >= 8192, N >= 3584 (6153 vs 6633 us; cuBLAS 6229), within 1-2% at
