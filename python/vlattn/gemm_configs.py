@@ -68,12 +68,6 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     GemmConfig("t64x128x64_c1x1_pingpong", (64, 128, 64), (1, 1), "pingpong", "persistent", efficiency=0.85),
     GemmConfig("t128x128x64_c1x1_coop_streamk", (128, 128, 64), (1, 1), "cooperative", "streamk",
                efficiency=0.95),
-    # Mid M, where the 128x256 grid is under one wave or just over a whole number of waves (613x3584:
-    # 70 tiles; 3136x1024: 100; 2164x4096: 272 = 2.06 waves): stream-K spreads those tiles' k-steps over
-    # every SM. Tuned table only (the wave model leaves stream-K to the tuner). Twelfth session: see
-    # bench/NOTES.md for its measurement.
-    GemmConfig("t128x256x64_c1x1_coop_streamk", (128, 256, 64), (1, 1), "cooperative", "streamk",
-               efficiency=0.98),
     # Clusters of 2 CTAs along M: the weight (B) tile is multicast to both, halving its L2 -> SM traffic.
     # H200, ninth session (python -m vlattn.tune, 10 iters): 128x256 in pairs is 7% faster than alone
     # summed over the 12 shapes with M >= 8192, N >= 3584 (6153 vs 6633 us; cuBLAS 6229), within 1-2% at
@@ -93,6 +87,11 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # Tried in the tenth session and not built: the small-M tiles with 128-deep K steps (64x64x128,
     # 64x128x128 ping-pong; half the mainloop iterations) were no faster than their 64-deep twins
     # (bench/NOTES.md, tenth session, call 4).
+    # Tried for mid M in the twelfth session and not built: 128x256 cooperative under CUTLASS's stream-K
+    # (t128x256x64_c1x1_coop_streamk), for the grids of under one wave or just over a whole number
+    # (613x3584: 70 tiles, 3136x1024: 100, 2164x4096: 272). Never faster than the best other config on
+    # any of the 36 shapes with 256 <= M <= 4096, and a ~35 us floor below 1024 rows (613x3584 43.2 us
+    # against 33.8 for the 128x128 stream-K pick and 26.2 for cuBLAS; bench/NOTES.md, twelfth session).
     # Tried for large M in the tenth session and not built: 128x128 ping-pong in 2x1 clusters (+1.5%
     # summed over the 18 shapes with M >= 8192) and 256x128 cooperative in 1x2 clusters (-1.0%, inside
     # the ~1.5% run-to-run noise of those sums) against the rule's 128x256 pair.
