@@ -265,7 +265,6 @@ struct KernelArgs {
   // Mask staging (kernels with kMaskSmem): 16-byte aligned pointer and strides -> the aligned smem
   // layout and 16-byte cp.async; otherwise the shifted layout and 4-byte cp.async.
   bool mask_vec16;
-  bool rescale_always;  // VLATTN_ATTN_RESCALE_SKIP=0: multiply O by the rescale on every tile (A/B only)
   // GQA packing (pack_rows > 0): a unit is (KV head, pack_rows query positions, batch) and its Q tile
   // holds the G = group query heads of that KV head for those positions, tile row g * pack_rows + p
   // (pack_rows = floor(128 / G); rows from G * pack_rows on are not loaded and never stored). Every
@@ -909,13 +908,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       for (int i = 0; i < size(tSrS); ++i) tOrP(i) = Element(tSrS(i));
     };
 
-    // O *= rescale, per row. Skipped (warp-uniformly) when no row of the warp changed its max: rescale
-    // is then exactly 1 (ex2 of +-0 is 1 by PTX's definition) and the multiply a no-op, so the skip keeps
-    // every bit. Over a long key sequence most tiles leave every max where it was (random scores: a row's
-    // max moves at tile i with probability ~1 / (i + 1)). VLATTN_ATTN_RESCALE_SKIP=0 always multiplies.
     auto rescale_o = [&]() {
-      const bool moved = rescale[0] != 1.f || rescale[1] != 1.f;
-      if (!kp.rescale_always && !__any_sync(0xffffffffu, moved)) return;
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         CUTE_UNROLL
@@ -1189,8 +1182,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
       0,
       0,
       p.mask_batch_stride == 0,
-      false,  // mask_vec16 (below)
-      false,  // rescale_always (below)
+      false,
       0,
       kQBytes,
       CUtensorMap{},
@@ -1241,8 +1233,6 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // (shifted layout; diagnosis and tests). Every choice gives the same bits.
   static const int mask_smem = env_int("VLATTN_ATTN_MASK_SMEM", 1);
   kp.mask_vec16 = mask_vec16(p);
-  static const bool rescale_skip = env_flag("VLATTN_ATTN_RESCALE_SKIP", true);
-  kp.rescale_always = !rescale_skip;
   bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
 
   // GQA packing (VLATTN_ATTN_PACK, read once; attn_rules::pack_plan): 0 (default) never, 1 when it
