@@ -60,7 +60,10 @@ OP_NAMES = {"007": "mrope_self_attention", "034": "vision_cross_attention"}
 AXIS_ABBREVIATIONS = {"batch_size": "B", "seq_len": "S", "lang_seq_len": "Lq", "vision_seq_len": "Lv"}
 BACKEND_CHOICES = ("native", "composite")
 BASELINE_CHOICES = ("reference", "composite", "composite_graph", "compile")
-DEFAULT_BASELINES = "reference,composite,composite_graph"
+# torch.compile of the composite is a default baseline: the best plain-PyTorch composition is the
+# fastest of eager, CUDA-graphed and compiled (ANCHORS.md, issue 5), and on the H200 the compiled one
+# is the fastest on 21 of the 32 workloads (2026-12-01). Compiling costs 0.3-3.5 s per workload there.
+DEFAULT_BASELINES = "reference,composite,composite_graph,compile"
 MODES = ("layers", "gemm", "qkv", "attention", "all")
 
 # GEMM mode's rule for vlattn.linear against F.linear (both bf16 out): relative Frobenius error
@@ -1878,7 +1881,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                    help="leave out vlattn:native_graph (the native op replayed from a CUDA graph: GPU "
                         "time without the host path)")
     p.add_argument("--compile", action="store_true",
-                   help="add torch.compile of the composite as a baseline (compiles per workload)")
+                   help="add torch.compile of the composite as a baseline when --baselines leaves it out "
+                        "(it is in the default list; compiles per workload)")
     p.add_argument("--compile-mode", default="default",
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
     p.add_argument("--iters", type=int, default=None, help="timed calls per impl (default 30, --quick 10)")
