@@ -107,8 +107,6 @@ using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
 template <int kBN>
 struct KeyTile {
   static_assert(kBN == 128 || kBN == 176, "key tiles of 128 or 176 keys");
-  static constexpr int kBlockN = kBN;
-  static constexpr int kColGroups = kBN / 8;  // 8-column groups of a 64 x kBN accumulator (per thread: 2 cols each)
   using TileK = Shape<Int<kBN>, Int<C::kHeadDim>>;  // (keys, d)
   using TileV = Shape<Int<C::kHeadDim>, Int<kBN>>;  // (d, keys): V as the B operand (N = d, K = keys)
   using SmemLayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},

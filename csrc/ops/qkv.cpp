@@ -111,17 +111,16 @@ struct QkvOutputs {
   struct Slot {
     at::Tensor* tensor;
     QkvGroup* group;
-    int64_t batch, heads, seq;
-    bool made;
+    int64_t heads, seq;  // an output is made once its tensor is defined
   };
   Slot slots[3];  // q, k, v
   at::TensorOptions options;
+  int64_t batch;
 
   // q [B, Hq, Sq, 128] for group gq, k and v [B, Hkv, Skv, 128] for gk and gv.
   QkvOutputs(const at::TensorOptions& opts, int64_t batch, at::Tensor* q, QkvGroup* gq, int64_t hq, int64_t sq,
              at::Tensor* k, QkvGroup* gk, at::Tensor* v, QkvGroup* gv, int64_t hkv, int64_t skv)
-      : slots{{q, gq, batch, hq, sq, false}, {k, gk, batch, hkv, skv, false}, {v, gv, batch, hkv, skv, false}},
-        options(opts) {
+      : slots{{q, gq, hq, sq}, {k, gk, hkv, skv}, {v, gv, hkv, skv}}, options(opts), batch(batch) {
     // VLATTN_QKV_EAGER_OUTPUTS=1 (read once): allocate all three up front, as before the eleventh
     // session (development A/B of the deferral).
     static const bool eager = [] {
@@ -134,10 +133,11 @@ struct QkvOutputs {
   void materialize(const QkvParams* p = nullptr) {
     bool made = false;
     for (Slot& s : slots) {
-      if (s.made || (p != nullptr && (s.group < p->groups || s.group >= p->groups + p->num_groups))) continue;
-      *s.tensor = at::empty({s.batch, s.heads, s.seq, kQkvHeadDim}, options);
+      if (s.tensor->defined() || (p != nullptr && (s.group < p->groups || s.group >= p->groups + p->num_groups)))
+        continue;
+      *s.tensor = at::empty({batch, s.heads, s.seq, kQkvHeadDim}, options);
       s.group->out = s.tensor->data_ptr();
-      s.made = made = true;
+      made = true;
     }
     if (made) VLATTN_HOST_MARK("qkv.outputs");
   }
