@@ -15,8 +15,8 @@ import vlattn
 from vlattn import reference as R
 from vlattn import workloads as W
 from vlattn.gemm_configs import BY_NAME
-from conftest import (BF16, cross_inputs, mrope_inputs, outputs_in_subprocess, poison, poisoned, rel_fro,
-                      requires_cuda, requires_ext, requires_sm90)
+from conftest import (BF16, cross_inputs, mrope_inputs, poison, poisoned, rel_fro, requires_cuda, requires_ext,
+                      requires_sm90)
 
 OPS = torch.ops.vlattn if vlattn._ext.available() else None
 WORKLOADS = W.load()
@@ -381,33 +381,6 @@ def test_native_cpp_path_equals_python_path(name, monkeypatch):
     monkeypatch.setattr(vlattn.ops, "_fast_native", lambda *a: False)
     slow = api(**inputs, backend="native")
     assert torch.isfinite(fast).all() and torch.equal(fast, slow)
-
-
-_PREFETCH_SCRIPT = r"""
-import sys, torch
-import vlattn
-from vlattn import workloads as W
-outs = []
-for name in ("007[B=1,S=128]", "007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]", "034[B=1,Lq=1024,Lv=1568]"):
-    w = next(x for x in W.load() if x.name == name)
-    api = vlattn.mrope_self_attention if w.problem == "007" else vlattn.vision_cross_attention
-    inputs = W.make_inputs(w, "cuda", seed=int(sys.argv[2]))
-    outs.append(api(**inputs, backend="native").cpu())
-    outs.append(api(**inputs, backend="native").cpu())  # the second call: the weight may be in L2 already
-torch.save(outs, sys.argv[1])
-"""
-
-
-@requires_sm90
-def test_native_o_prefetch_is_bitwise_neutral(tmp_path, rng_seed):
-    """The attention's L2 prefetch of the O projection's weight (VLATTN_O_PREFETCH: 0 never, 1 the rule,
-    2 always) is a hint: the layers give the same bits with it off, by the rule and forced on."""
-    runs = {mode: outputs_in_subprocess(_PREFETCH_SCRIPT, tmp_path / f"prefetch_{mode}.pt",
-                                        {"VLATTN_O_PREFETCH": mode}, rng_seed) for mode in ("0", "1", "2")}
-    assert len(runs["0"]) == 8
-    for i, off in enumerate(runs["0"]):
-        assert torch.isfinite(off.float()).all(), i
-        assert torch.equal(off, runs["1"][i]) and torch.equal(off, runs["2"][i]), i
 
 
 @requires_sm90

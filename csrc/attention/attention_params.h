@@ -47,13 +47,6 @@ struct AttentionParams {
                               // and no kernel of the call's chain writes it (the layers' masks): the
                               // pre-pass then reads it while that kernel finishes (mask_summary.cuh)
 
-  // Optional L2 prefetch of a read-only operand of the kernel that follows (the layers pass the O
-  // projection's weight; attn_rules::o_prefetch_pays): the grid requests these bytes into L2 after its
-  // PDL wait, while DRAM is otherwise idle. A hint with no effect on results; nullptr = none. The
-  // pointer must be 16-byte aligned device memory (otherwise the launcher ignores it).
-  const void* l2_prefetch = nullptr;
-  size_t l2_prefetch_bytes = 0;
-
   // Scratch for the mask summary (attention_workspace_bytes(p) bytes, 16-byte aligned), from the
   // caller's allocator; nullptr when that size is 0.
   void* workspace = nullptr;

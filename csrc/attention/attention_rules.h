@@ -93,31 +93,6 @@ inline int block_n(const AttentionParams& p, int mode) {
   return 5 * padded_wide <= 6 * padded ? kBlockNWide : kBlockN;
 }
 
-// L2 prefetch of the next kernel's read-only operand (AttentionParams::l2_prefetch): every CTA
-// requests its slice of the bytes once, right after its PDL wait, in requests of at most
-// kPrefetchRequestBytes. A slice is a multiple of 256 bytes; slice * ctas covers the bytes.
-constexpr uint64_t kPrefetchRequestBytes = 32768;
-
-inline uint64_t l2_prefetch_slice(uint64_t bytes, long long ctas) {
-  if (bytes == 0 || ctas < 1) return 0;
-  const uint64_t per = (bytes + uint64_t(ctas) - 1) / uint64_t(ctas);
-  return (per + 255) / 256 * 256;
-}
-
-// The layers: whether the attention prefetches the O projection's weight into L2 for the GEMM that
-// follows it. At few rows that GEMM streams the weight once from DRAM and is bound by it, while the
-// attention before it leaves DRAM nearly idle; with many rows the GEMM is compute bound and reads
-// the weight from L2 after its first row tiles anyway. mode (VLATTN_O_PREFETCH, read once): 0 never,
-// 2 always, 1 (default) the rule: at most kPrefetchMaxRows rows and a weight of at most 3/4 of L2 (the
-// attention's q/k/v and output keep their lines). A hint: results are bitwise the same either way.
-constexpr long long kPrefetchMaxRows = 1024;
-
-inline bool o_prefetch_pays(long long rows, uint64_t weight_bytes, uint64_t l2_bytes, int mode) {
-  if (mode <= 0 || weight_bytes < 16) return false;
-  if (mode >= 2) return true;
-  return rows <= kPrefetchMaxRows && 4 * weight_bytes <= 3 * l2_bytes;
-}
-
 // GQA packing: a unit is (KV head, rows = floor(128 / G) positions, batch) instead of (query head,
 // 128 positions, batch). mode (VLATTN_ATTN_PACK): 0 = never (default), 1 = when it makes strictly fewer
 // units, 2 = whenever eligible. Eligible: G >= 2 and no mask pre-pass (its blocks are 128 rows), and the

@@ -271,11 +271,6 @@ struct KernelArgs {
   int pack_rows;          // 0: one query head per tile, 128 positions
   uint32_t q_tile_bytes;  // transaction bytes of one Q tile load
   CUtensorMap tma_q_packed;  // q viewed as (d, s, g, Hkv, B), box (64, pack_rows, G, 1, 1), 128B swizzle
-  // L2 prefetch for the next kernel (AttentionParams::l2_prefetch): CTA c requests bytes
-  // [c * slice, min((c + 1) * slice, bytes)); nullptr = none.
-  const char* l2_prefetch;
-  uint64_t l2_prefetch_bytes;  // a multiple of 16
-  uint64_t l2_prefetch_slice;  // attn_rules::l2_prefetch_slice(bytes, CTAs of the grid)
 };
 
 template <int kBN>
@@ -283,19 +278,6 @@ struct KernelParams : KernelArgs {
   TmaK<kBN> tma_k;
   TmaV<kBN> tma_v;
 };
-
-// This CTA's slice of the next kernel's operand into L2 (KernelArgs::l2_prefetch), one bulk prefetch
-// request per kPrefetchRequestBytes. Fire and forget: nothing waits for it.
-CUTLASS_DEVICE void prefetch_l2_slice(const KernelArgs& kp, int cta) {
-  const uint64_t begin = uint64_t(cta) * kp.l2_prefetch_slice;
-  if (begin >= kp.l2_prefetch_bytes) return;
-  const uint64_t end = min(begin + kp.l2_prefetch_slice, kp.l2_prefetch_bytes);
-#pragma unroll 1
-  for (uint64_t off = begin; off < end; off += attn_rules::kPrefetchRequestBytes) {
-    const uint32_t n = uint32_t(min(attn_rules::kPrefetchRequestBytes, end - off));
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(kp.l2_prefetch + off), "r"(n) : "memory");
-  }
-}
 
 // Rows (query positions) per unit and the head count units are indexed by.
 CUTLASS_DEVICE int unit_rows(const KernelArgs& kp) { return kp.pack_rows > 0 ? kp.pack_rows : AttnConfig::kBlockM; }
@@ -612,9 +594,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer
     cutlass::arch::warpgroup_reg_dealloc<kMaskSmem ? C::kProducerRegsMaskSmem : C::kProducerRegs>();
-    // Warp 1 (idle, or a mask-copy warp) requests the O projection's weight slice into L2 for the GEMM
-    // after this kernel (the layers at few rows): issued once, before any of this CTA's loads wait on it.
-    if (threadIdx.x == 32 && kp.l2_prefetch != nullptr) prefetch_l2_slice(kp, first_unit);
     if (threadIdx.x == 0) {
       Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
       Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
@@ -1205,9 +1184,6 @@ inline AttentionStatus launch(const AttentionParams& p) {
       0,
       kQBytes,
       CUtensorMap{},
-      nullptr,
-      0,
-      0,
   };
 
   VLATTN_HOST_MARK("attn.params");
@@ -1284,12 +1260,6 @@ inline AttentionStatus launch(const AttentionParams& p) {
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
                     : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
                                    : dim3(p.heads_q, m_blocks, p.batch);
-  if (p.l2_prefetch != nullptr && reinterpret_cast<uintptr_t>(p.l2_prefetch) % 16 == 0 && p.l2_prefetch_bytes >= 16) {
-    kp.l2_prefetch = static_cast<const char*>(p.l2_prefetch);
-    kp.l2_prefetch_bytes = uint64_t(p.l2_prefetch_bytes) & ~uint64_t(15);
-    kp.l2_prefetch_slice =
-        attn_rules::l2_prefetch_slice(kp.l2_prefetch_bytes, (long long)grid.x * grid.y * grid.z);
-  }
   // Keys per pipeline step (VLATTN_ATTN_BN, read once; attn_rules::block_n): 0 (default) the rule, 128 or
   // 176 that width wherever it is allowed (no mask, not causal). The plain diagnosis loop is 128 only.
   static const int bn_mode = env_int("VLATTN_ATTN_BN", 0);

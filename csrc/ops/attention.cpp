@@ -61,7 +61,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale,
-                              bool skip, bool mask_settled, const at::Tensor& l2_prefetch) {
+                              bool skip, bool mask_settled) {
   check_qkv("q", q);
   check_qkv("k", k);
   check_qkv("v", v);
@@ -129,11 +129,6 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   p.device = q.get_device();
   p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
-  if (l2_prefetch.defined() && l2_prefetch.is_cuda() && l2_prefetch.device() == q.device() &&
-      l2_prefetch.is_contiguous() && l2_prefetch.numel() > 0) {
-    p.l2_prefetch = l2_prefetch.data_ptr();
-    p.l2_prefetch_bytes = l2_prefetch.nbytes();
-  }
 
   // Mask-summary scratch from the caching allocator (capturable in CUDA graphs; no host sync).
   at::Tensor workspace;

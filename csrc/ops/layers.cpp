@@ -6,14 +6,11 @@
 // between the kernels. The component ops validate their arguments (errors name the argument); the
 // Python caller re-validates with the layer's own messages when this raises.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/record_function.h>
 #include <torch/extension.h>
 
-#include <cstdlib>
 #include <tuple>
 
-#include "attention/attention_rules.h"
 #include "launch/host_trace.h"
 #include "ops/ops.h"
 
@@ -30,20 +27,6 @@ at::Tensor output_projection(const at::Tensor& o, const at::Tensor& o_weight, co
 }
 
 at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
-
-// The O projection's weight when the attention should prefetch it into L2 for the GEMM after it
-// (attn_rules::o_prefetch_pays; VLATTN_O_PREFETCH, read once: 0 never, 1 the rule, 2 always), else an
-// undefined tensor. `rows` is the GEMM's M. The weight is checked by the O projection itself; one the
-// attention cannot read as it is (another device, a view with gaps) is simply not prefetched.
-at::Tensor o_prefetch(const at::Tensor& o_weight, int64_t rows) {
-  static const int mode = [] {
-    const char* env = std::getenv("VLATTN_O_PREFETCH");
-    return env == nullptr || env[0] == '\0' ? 1 : std::atoi(env);
-  }();
-  if (mode <= 0 || !o_weight.is_cuda()) return at::Tensor();
-  const uint64_t l2 = uint64_t(at::cuda::getDeviceProperties(o_weight.get_device())->l2CacheSize);
-  return attn_rules::o_prefetch_pays(rows, uint64_t(o_weight.nbytes()), l2, mode) ? o_weight : at::Tensor();
-}
 
 }  // namespace
 
@@ -70,8 +53,7 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
   at::Tensor o;
   {
     RECORD_USER_SCOPE("vlattn.layer.attention");
-    o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true,
-                           o_prefetch(o_weight, q.size(0) * q.size(2)));
+    o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true);
   }
   VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");
@@ -98,8 +80,7 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
   at::Tensor o;
   {
     RECORD_USER_SCOPE("vlattn.layer.attention");
-    o = attention_in_layer(q, k, v, c10::nullopt, false, kScale, true, /*mask_settled=*/false,
-                           o_prefetch(o_proj_weight, q.size(0) * q.size(2)));
+    o = attention(q, k, v, c10::nullopt, false, kScale, true);
   }
   VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");

@@ -44,11 +44,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale, bool skip);
 // The layers' call: `mask_settled` says no kernel launched since the call began writes the mask and
 // the one just before passed its PDL wait before triggering (AttentionParams::mask_settled).
-// `l2_prefetch`, if defined, is a read-only operand of the next kernel that the attention requests into
-// L2 (AttentionParams::l2_prefetch); it is used only if it is a contiguous CUDA tensor on q's device.
 at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale,
-                              bool skip, bool mask_settled, const at::Tensor& l2_prefetch = at::Tensor());
+                              bool skip, bool mask_settled);
 
 // The two layers on the native path, host side in C++ (csrc/ops/layers.cpp). `o_config` names the
 // O-projection GEMM config ("" = registry default); out, if given, receives the result.

@@ -187,29 +187,6 @@ bool attention_block_n_rule(std::string& err) {
   return true;
 }
 
-// L2 prefetch for the O projection: the slices of all CTAs cover the bytes, are 256-byte multiples,
-// and the layer rule takes few rows and a weight well inside L2 (H200: 50 MiB).
-bool attention_l2_prefetch_rule(std::string& err) {
-  using attn_rules::l2_prefetch_slice;
-  using attn_rules::o_prefetch_pays;
-  for (uint64_t bytes : {16ull, 4096ull, 25690112ull, 33554432ull, 1000000016ull})
-    for (long long ctas : {1ll, 28ll, 132ll, 896ll, 100000ll}) {
-      const uint64_t s = l2_prefetch_slice(bytes, ctas);
-      EXPECT(s % 256 == 0 && s > 0);
-      EXPECT(s * uint64_t(ctas) >= bytes);             // covered
-      EXPECT(s * uint64_t(ctas - 1) < bytes + 256 * uint64_t(ctas));  // and not much more
-    }
-  EXPECT(l2_prefetch_slice(0, 132) == 0 && l2_prefetch_slice(4096, 0) == 0);
-  const uint64_t l2 = 50ull << 20;
-  const uint64_t wo_007 = 3584ull * 3584 * 2, wo_034 = 4096ull * 4096 * 2;
-  EXPECT(o_prefetch_pays(128, wo_007, l2, 1) && o_prefetch_pays(256, wo_034, l2, 1));
-  EXPECT(o_prefetch_pays(1024, wo_007, l2, 1) && !o_prefetch_pays(1025, wo_007, l2, 1));
-  EXPECT(!o_prefetch_pays(128, wo_007, 24ull << 20, 1));  // a weight bigger than 3/4 of L2
-  EXPECT(!o_prefetch_pays(128, wo_007, l2, 0) && o_prefetch_pays(16384, wo_007, l2, 2));
-  EXPECT(!o_prefetch_pays(128, 0, l2, 2));
-  return true;
-}
-
 // The fused QKV rule on the workload shapes (H200: 132 SMs). 007: Q 28 + K 4 + V 4 = 36 heads, one
 // launch with M = B x S; 034: Q from text (32 heads, M = B x Lq) and K + V from vision (16 heads,
 // M = B x Lv) in two launches.
@@ -299,7 +276,6 @@ const Case kCases[] = {
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
     {"attention_block_n_rule", attention_block_n_rule},
-    {"attention_l2_prefetch_rule", attention_l2_prefetch_rule},
     {"qkv_auto_rule", qkv_auto_rule},
     {"rope_pass_runs", rope_pass_runs},
 };
