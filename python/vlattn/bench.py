@@ -11,7 +11,8 @@ Four modes (``all`` runs them in this order):
   cuBLAS through ``F.linear``'s own path, timed in the same run.
 - ``qkv``: the fused QKV projection op (``vlattn.mrope_qkv`` / ``vision_qkv``, auto config and each
   forced config) against the unfused reference stage (F.linear + PyTorch bias/RoPE/reshape +
-  ``.contiguous()``), eager and replayed from a CUDA graph; outputs checked to about one bf16 ulp.
+  ``.contiguous()``), eager, replayed from a CUDA graph and ``torch.compile``d; outputs checked to
+  about one bf16 ulp.
 - ``attention``: ``torch.ops.vlattn.attention`` (masked-tile skip on and, for 007, off) against
   SDPA with each backend forced and PyTorch's default choice, and the composite's SDPA, all
   producing [B, Sq, Hq*128]; checked under the benchmark rule against ``reference.attention``.
@@ -1183,7 +1184,8 @@ QKV_STAGES = {
 }
 # Fused columns: "fused" is the op's own choice (config ""), the others force a config.
 QKV_FUSED = {"fused": "", "fused:m128": "m128", "fused:m64": "m64", "fused:c256": "c256"}
-QKV_BASELINES = ("unfused", "unfused_graph")
+# unfused_compile: torch.compile of the same stage (inductor fuses the bias/RoPE/layout ops around cuBLAS).
+QKV_BASELINES = ("unfused", "unfused_graph", "unfused_compile")
 # Check of the fused stage against the reference stage: about one bf16 ulp everywhere.
 QKV_ATOL = 1e-2
 QKV_RTOL = 1e-2
@@ -1298,6 +1300,17 @@ def _contiguous_stage(stage: Callable[..., tuple]) -> Callable[..., tuple]:
     return run
 
 
+def _compiled_runner(fn: Callable[..., Any], args: tuple, device: torch.device) -> Runner:
+    """torch.compile(fn) specialised to these inputs (dynamo reset first, as compile_impl does); the
+    first call, which compiles, is timed apart as setup_s."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, dynamic=False)
+    t0 = time.perf_counter()
+    compiled(*args)
+    torch.cuda.synchronize(device)
+    return _returning_runner(compiled, args, setup_s=time.perf_counter() - t0)
+
+
 def _fused_stage(stage_name: str, config: str) -> Callable[..., tuple]:
     op = getattr(vlattn, stage_name)
 
@@ -1315,9 +1328,9 @@ def qkv_columns(device: torch.device) -> tuple[list[str], dict[str, str], list[s
         notes.append(f"qkv {p}: fused vlattn.{QKV_STAGES[p][0]}: skipped, {why}; timing the unfused baselines alone")
     keys = ["unfused"]
     if device.type == "cuda":
-        keys.append("unfused_graph")
+        keys += ["unfused_graph", "unfused_compile"]
     else:
-        notes.append("qkv: unfused_graph: skipped, needs a CUDA device")
+        notes.append("qkv: unfused_graph, unfused_compile: skipped, need a CUDA device")
     if len(fused_missing) < len(QKV_STAGES):
         keys += list(QKV_FUSED)
     return keys, fused_missing, notes
@@ -1350,7 +1363,8 @@ def _measure_qkv_workload(w, keys: list[str], fused_missing: dict, device: torch
         except Exception as exc:
             rec["note"] = f"reference stage failed ({_error_text(exc)}); outputs unchecked"
     builds = {"unfused": lambda: _returning_runner(unfused, args),
-              "unfused_graph": lambda: graph_runner(unfused, args, device)}
+              "unfused_graph": lambda: graph_runner(unfused, args, device),
+              "unfused_compile": lambda: _compiled_runner(unfused, args, device)}
     for key, config in QKV_FUSED.items():
         builds[key] = (lambda config=config: _returning_runner(_fused_stage(stage_name, config), args))
     for key in keys:
@@ -1374,6 +1388,7 @@ def add_qkv_speedups(rec: dict) -> None:
         if key in cols:
             cols[key]["x_unfused"] = speedup(cols.get("unfused"), cols[key])
             cols[key]["x_unfused_graph"] = speedup(cols.get("unfused_graph"), cols[key])
+            cols[key]["x_unfused_compile"] = speedup(cols.get("unfused_compile"), cols[key])
             cols[key]["x_best"] = speedup(best, cols[key])
 
 
@@ -1404,13 +1419,13 @@ def summarize_qkv(records: list[dict]) -> dict:
     return summary
 
 
-QKV_COLS = ("unfused", "unfused_graph", *QKV_FUSED)
+QKV_COLS = (*QKV_BASELINES, *QKV_FUSED)
 
 
 def qkv_header() -> str:
     cells = " | ".join(f"{k:<14}" for k in QKV_COLS)
     return (f"{'workload':<24} {'M':>6} {'T_SOL µs':>9} | {cells} | {'TF/s':>5} {'wGB/s':>6} {'GB/s':>6} "
-            f"{'%SOL':>5} | {'×eager':>6} {'×graph':>6} {'×best':>6} best\n"
+            f"{'%SOL':>5} | {'×eager':>6} {'×graph':>6} {'×compl':>6} {'×best':>6} best\n"
             f"{'':<24} {'':>6} {'':>9} | " + " | ".join(f"{'µs':>8} {'chk':<4} " for _ in QKV_COLS)
             + " | fused (auto config)")
 
@@ -1422,8 +1437,8 @@ def qkv_line(rec: dict) -> str:
     return (f"{rec['name']:<24} {rec['m']:>6} {rec['t_sol_us']:9.1f} | {cells} | "
             f"{_num(f.get('tflops'), '.0f', 5)} {_num(f.get('weight_gbps'), '.0f', 6)} "
             f"{_num(f.get('gbps'), '.0f', 6)} {_num(f.get('pct_sol'), '.1f', 5)} | "
-            f"{_x(f.get('x_unfused'))} {_x(f.get('x_unfused_graph'))} {_x(f.get('x_best'))} "
-            f"{rec.get('best_baseline') or '-'}")
+            f"{_x(f.get('x_unfused'))} {_x(f.get('x_unfused_graph'))} {_x(f.get('x_unfused_compile'))} "
+            f"{_x(f.get('x_best'))} {rec.get('best_baseline') or '-'}")
 
 
 def print_qkv_summary(summary: dict) -> None:
@@ -1448,7 +1463,7 @@ def run_qkv(ws: list, device: torch.device, timer, opts: Options, budget: Budget
         print(note, flush=True)
     print(f"\nqkv stage on {len(ws)} workloads: fused = vlattn.mrope_qkv / vision_qkv (auto config and "
           f"forced {', '.join(c for c in QKV_FUSED.values() if c)}); unfused = vlattn.reference stage + "
-          f".contiguous(), eager and CUDA graph. cells: median µs | check (|d| <= "
+          f".contiguous(), eager, CUDA graph and torch.compile. cells: median µs | check (|d| <= "
           f"{QKV_ATOL:g} + {QKV_RTOL:g}|RoPE operands| + ulp(ref) everywhere)", flush=True)
     print(qkv_header(), flush=True)
     records = []
