@@ -275,6 +275,46 @@ def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
         assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): side stream vs one stream")
 
 
+_ROPE_MERGE_SCRIPT = r"""
+import sys, torch, vlattn
+from vlattn import workloads as W
+outs = []
+# 034 workloads whose launches take the op-level plans: B2 Lq128/Lv196 runs every GEMM then the RoPE
+# pass(es), B8 Lq256/Lv392 one grouped GEMM; then a small shape through the named grouped config, from a
+# non-default stream.
+for name in ("034[B=2,Lq=128,Lv=196]", "034[B=8,Lq=256,Lv=392]"):
+    w = next(x for x in W.load("034") if x.name == name)
+    i = W.make_inputs(w, "cuda", seed=int(sys.argv[2]))
+    outs += list(vlattn.vision_qkv(i["language_hidden_states"], i["vision_hidden_states"], i["language_position_ids"],
+                                   i["vision_grid_thw"], i["q_proj_weight"], i["q_proj_bias"], i["k_proj_weight"],
+                                   i["k_proj_bias"], i["v_proj_weight"], i["v_proj_bias"]))
+torch.manual_seed(int(sys.argv[2]))
+lang = torch.randn(2, 37, 512, dtype=torch.bfloat16, device="cuda")
+vis = torch.randn(2, 64, 512, dtype=torch.bfloat16, device="cuda")
+pos = torch.randint(0, 8000, (2, 37), device="cuda")
+thw = torch.randint(0, 8192, (2, 64, 3), device="cuda")
+w = [torch.randn(h * 128, 512, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (4, 2, 2)]
+b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (4, 2, 2)]
+side = torch.cuda.Stream()
+with torch.cuda.stream(side):
+    outs += list(vlattn.vision_qkv(lang, vis, pos, thw, w[0], b[0], w[1], b[1], w[2], b[2], config="grouped"))
+torch.cuda.synchronize()
+torch.save([t.cpu() for t in outs], sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_cross_rope_passes_merged_are_bitwise_neutral(tmp_path, rng_seed):
+    """034's two launches share one RoPE pass after all their GEMMs (default) or each gets its own
+    (VLATTN_QKV_ROPE_MERGE=0): the same bits, through the all-GEMMs plan and the grouped GEMM."""
+    on = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "on.pt", {}, rng_seed)
+    off = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_ROPE_MERGE": "0"}, rng_seed)
+    assert len(on) == len(off) == 9
+    for i, (a, b) in enumerate(zip(on, off)):
+        assert torch.isfinite(a.float()).all(), f"output {i} not finite"
+        assert_bitwise(a, b, f"{'qkv'[i % 3]} (case {i // 3}): one RoPE pass vs one per launch")
+
+
 @requires_sm90
 @pytest.mark.parametrize("config", ["grouped", "grouped128"])
 def test_grouped_bias_rules(config):

@@ -270,7 +270,44 @@ at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
 // everything the caller's stream does after the call, reuse of y's block included, is ordered after
 // the join. The side GEMM's own workspace is allocated on the side stream (run_gemm frees it on
 // return, while that GEMM may still run), so only later side-stream work can reuse it.
-void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutputs& outs) {
+// A launch whose GEMMs have run and whose RoPE pass is still to come (launch_rope_passes): y and the
+// block holding it, kept alive until the pass is launched.
+struct PendingRope {
+  QkvParams* p = nullptr;
+  ProjectionY y;
+  at::Tensor block;
+};
+
+// VLATTN_QKV_ROPE_MERGE=0 (read once): each launch of an op gets its own RoPE pass right after its
+// GEMMs, as before the thirteenth session; default: the op's GEMMs first, then one pass for all.
+bool rope_merge_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLATTN_QKV_ROPE_MERGE");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+// The RoPE passes of n <= 2 launches in one kernel (the outputs are allocated first).
+void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& outs) {
+  const QkvParams* ps[2] = {};
+  const void* const* ys[2] = {};
+  const int64_t* lds[2] = {};
+  for (int i = 0; i < n; ++i) {
+    outs.materialize(pend[i].p);
+    ps[i] = pend[i].p;
+    ys[i] = pend[i].y.ptr;
+    lds[i] = pend[i].y.ldy;
+  }
+  RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
+  const cudaError_t err = qkv_rope_rows_sm90(ps, ys, lds, n);
+  VLATTN_HOST_MARK("qkv.rope_pass");
+  TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
+}
+
+// With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer.
+void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutputs& outs,
+                      PendingRope* defer = nullptr) {
   const at::Tensor y_block = byte_block(x, projection_y_bytes(p));
   const ProjectionY y = projection_y_at(p, y_block.data_ptr());
   VLATTN_HOST_MARK("qkv.gemm_rope.y");
@@ -332,11 +369,12 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     C10_CUDA_CHECK(cudaEventRecord(ev.join, side_stream->stream()));
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
-  outs.materialize(&p);
-  RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
-  const cudaError_t err = qkv_rope_rows_sm90(p, y.ptr, y.ldy);
-  VLATTN_HOST_MARK("qkv.rope_pass");
-  TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
+  if (defer != nullptr) {
+    *defer = PendingRope{&p, y, y_block};
+    return;
+  }
+  PendingRope self{&p, y, y_block};
+  launch_rope_passes(op, &self, 1, outs);
 }
 
 // Config kGrouped128 / kGrouped64: the projections of all launches (007: one input, three groups;
@@ -409,12 +447,14 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   VLATTN_HOST_MARK("qkv.grouped.alloc");
   cudaError_t err = grouped_gemm_sm90(gp, tile, base + y_bytes, bytes);
   TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM failed: ", cudaGetErrorString(err));
-  outs.materialize();
-  for (int i = 0; i < n; ++i) {
-    if (ps[i]->m == 0) continue;
-    err = qkv_rope_rows_sm90(*ps[i], y[i].ptr, y[i].ldy);
-    VLATTN_HOST_MARK("qkv.rope_pass");
-    TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
+  PendingRope pend[2];
+  int pending = 0;
+  for (int i = 0; i < n; ++i)
+    if (ps[i]->m > 0) pend[pending++] = PendingRope{ps[i], y[i], at::Tensor()};  // y lives in `block`
+  if (rope_merge_enabled()) {
+    launch_rope_passes(op, pend, pending, outs);
+  } else {
+    for (int i = 0; i < pending; ++i) launch_rope_passes(op, &pend[i], 1, outs);
   }
 }
 
@@ -496,6 +536,15 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
     const QkvPlan plan = plan_for(ps, n);
     if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128, outs);
     if (plan == QkvPlan::kGemmAll) {
+      if (rope_merge_enabled()) {  // every launch's GEMMs, then one RoPE pass for all
+        PendingRope pend[2];
+        int pending = 0;
+        TORCH_CHECK(n <= 2, op, ": internal error: ", num(n), " launches");
+        for (int i = 0; i < n; ++i)
+          if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i], outs, &pend[pending++]);
+        if (pending > 0) launch_rope_passes(op, pend, pending, outs);
+        return;
+      }
       for (int i = 0; i < n; ++i)
         if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i], outs);
       return;

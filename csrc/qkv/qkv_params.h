@@ -78,5 +78,9 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
 // with row stride ldy[g] (a multiple of 8); applies the group's RoPE and stores head-major into
 // groups[g].out, one launch for all groups (programmatic dependent launch after the GEMMs).
 cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy);
+// The passes of n <= 2 launches (034's q and k/v) in one grid on ps[0]->stream: launch i's y[i] / ldy[i]
+// as above. Same bits as n separate passes.
+cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
+                               int n);
 
 }  // namespace vlattn

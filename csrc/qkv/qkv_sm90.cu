@@ -167,18 +167,18 @@ cudaError_t launch_mc(const QkvParams& p) {
 }  // namespace
 }  // namespace qkv
 
-template <int kModes>
-static cudaError_t launch_rope_rows(dim3 grid, const qkv::RopeRowsParams& rp, cudaStream_t stream) {
-  constexpr auto kernel = &qkv::qkv_rope_rows_kernel<kModes>;
+template <int kModes, int kLaunches = 1>
+static cudaError_t launch_rope_rows(dim3 grid, const qkv::RopeRowsLaunches& rl, cudaStream_t stream) {
+  constexpr auto kernel = &qkv::qkv_rope_rows_kernel<kModes, kLaunches>;
   const cudaError_t err = qkv::set_smem_once<kernel>(qkv::kRopeRowsSmemBytes);
   if (err != cudaSuccess) return err;
-  return launch_pdl(kernel, grid, dim3(qkv::kRopeRowsThreads), qkv::kRopeRowsSmemBytes, stream, 0, rp);
+  return launch_pdl(kernel, grid, dim3(qkv::kRopeRowsThreads), qkv::kRopeRowsSmemBytes, stream, 0, rl);
 }
 
-cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy) {
-  if (p.num_groups < 1 || p.num_groups > kQkvMaxGroups || p.m < 1 || p.batch * p.seq != p.m)
-    return cudaErrorNotSupported;
-  qkv::RopeRowsParams rp;
+// One launch's pass: its parameters and its own (x, y) grid; false for an illegal problem.
+static bool make_rope_rows(const QkvParams& p, const void* const* y, const int64_t* ldy, qkv::RopeRowsParams& rp,
+                           unsigned& blocks_x, unsigned& blocks_y) {
+  if (p.num_groups < 1 || p.num_groups > kQkvMaxGroups || p.m < 1 || p.batch * p.seq != p.m) return false;
   rp.p = p;
   int heads[kQkvMaxGroups] = {};
   for (int g = 0; g < kQkvMaxGroups; ++g) {
@@ -188,7 +188,7 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
     if (g < p.num_groups) {
       if (p.groups[g].heads < 1 || ldy[g] % 8 || ldy[g] < int64_t(p.groups[g].heads) * kQkvHeadDim ||
           ldy[g] > std::numeric_limits<int>::max() || y[g] == nullptr)
-        return cudaErrorNotSupported;
+        return false;
       heads[g] = p.groups[g].heads;
     }
   }
@@ -198,18 +198,47 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const i
     rp.chunk_first[g + 1] =
         rp.chunk_first[g] +
         (g < p.num_groups ? (p.groups[g].heads + rp.heads_per_block[g] - 1) / rp.heads_per_block[g] : 0);
-  const dim3 grid(static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock),
-                  static_cast<unsigned>(rp.chunk_first[p.num_groups]));
-  // One instantiation per mode set the layers use (007: table + none; 034: 1-D; t/h/w + none), and one
-  // with every mode for anything else.
+  blocks_x = static_cast<unsigned>((p.m + qkv::kRopeRowsPerBlock - 1) / qkv::kRopeRowsPerBlock);
+  blocks_y = static_cast<unsigned>(rp.chunk_first[p.num_groups]);
+  return true;
+}
+
+cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
+                               int n) {
+  if (n < 1 || n > qkv::kRopeRowsMaxLaunches) return cudaErrorNotSupported;
+  qkv::RopeRowsLaunches rl;
+  dim3 grid(1, 1, static_cast<unsigned>(n));
   int modes = 0;
-  for (int g = 0; g < p.num_groups; ++g) modes |= 1 << int(p.groups[g].rope);
+  for (int i = 0; i < qkv::kRopeRowsMaxLaunches; ++i) {
+    rl.blocks_x[i] = rl.blocks_y[i] = 0;
+    if (i >= n) {
+      rl.launch[i] = rl.launch[0];  // never read: its blocks do not exist
+      continue;
+    }
+    if (!make_rope_rows(*ps[i], y[i], ldy[i], rl.launch[i], rl.blocks_x[i], rl.blocks_y[i]))
+      return cudaErrorNotSupported;
+    grid.x = std::max(grid.x, rl.blocks_x[i]);
+    grid.y = std::max(grid.y, rl.blocks_y[i]);
+    for (int g = 0; g < ps[i]->num_groups; ++g) modes |= 1 << int(ps[i]->groups[g].rope);
+  }
+  // One instantiation per mode set the layers use (007: table + none; 034's launches apart: 1-D, and
+  // t/h/w + none), one with every mode for anything else, and two launches (034's in one pass) always
+  // with every mode.
   constexpr int kNone = 1 << int(RopeMode::kNone), kTable = 1 << int(RopeMode::kTable);
   constexpr int k1D = 1 << int(RopeMode::kPos1D), k3D = 1 << int(RopeMode::kPos3D);
-  if ((modes & ~(kTable | kNone)) == 0) return launch_rope_rows<kTable | kNone>(grid, rp, p.stream);
-  if ((modes & ~(k1D | kNone)) == 0) return launch_rope_rows<k1D | kNone>(grid, rp, p.stream);
-  if ((modes & ~(k3D | kNone)) == 0) return launch_rope_rows<k3D | kNone>(grid, rp, p.stream);
-  return launch_rope_rows<kTable | k1D | k3D | kNone>(grid, rp, p.stream);
+  const cudaStream_t stream = ps[0]->stream;
+  if (n == 2) return launch_rope_rows<kTable | k1D | k3D | kNone, 2>(grid, rl, stream);
+  if ((modes & ~(kTable | kNone)) == 0) return launch_rope_rows<kTable | kNone>(grid, rl, stream);
+  if ((modes & ~(k1D | kNone)) == 0) return launch_rope_rows<k1D | kNone>(grid, rl, stream);
+  if ((modes & ~(k3D | kNone)) == 0) return launch_rope_rows<k3D | kNone>(grid, rl, stream);
+  return launch_rope_rows<kTable | k1D | k3D | kNone>(grid, rl, stream);
+}
+
+cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy) {
+  const QkvParams* ps[1] = {&p};
+  const void* const* ys[1] = {y};
+  const int64_t* lds[1] = {ldy};
+  return qkv_rope_rows_sm90(ps, ys, lds, 1);
 }
 
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {

@@ -1013,15 +1013,20 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
   cutlass::arch::cp_async_wait<0>();  // only empty groups are left; nothing outlives the block
 }
 
+// The RoPE passes of up to two launches of one op in one grid (034: the text's q and the vision
+// tokens' k and v, whose GEMMs all ran before it): blockIdx.z picks the launch, and a block past that
+// launch's own (x, y) grid exits at once (an exited block counts as triggered for PDL).
+constexpr int kRopeRowsMaxLaunches = 2;
+struct RopeRowsLaunches {
+  RopeRowsParams launch[kRopeRowsMaxLaunches];
+  unsigned blocks_x[kRopeRowsMaxLaunches];
+  unsigned blocks_y[kRopeRowsMaxLaunches];
+};
+
 // kModes: bit (1 << mode) for every RopeMode a group of the launch uses (rope_rows_modes() on the
 // host); a block whose group has another mode cannot occur.
 template <int kModes>
-__global__ void __launch_bounds__(kRopeRowsThreads, kRopeRowsMinBlocks)
-    qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsParams const rp) {
-#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
-  __shared__ float inv_freq[kQkvHeadDim];
-  extern __shared__ __align__(16) unsigned char rope_rows_ring[];
-  auto* ring = reinterpret_cast<__nv_bfloat16*>(rope_rows_ring);
+CUTLASS_DEVICE void rope_rows_launch(RopeRowsParams const& rp, float* inv_freq, __nv_bfloat16* ring) {
   QkvParams const& p = rp.p;
   const int y_block = static_cast<int>(blockIdx.y);
   int g = 0;
@@ -1039,6 +1044,23 @@ __global__ void __launch_bounds__(kRopeRowsThreads, kRopeRowsMinBlocks)
     case RopeMode::kPos3D:
       if constexpr ((kModes & (1 << int(RopeMode::kPos3D))) != 0) rope_rows_block<RopeMode::kPos3D>(rp, g, inv_freq, ring);
       break;
+  }
+}
+
+// kLaunches (1 or 2): the launches in the grid. Each launch's branch reads its parameters at fixed
+// offsets: a parameter pointer chosen at run time cost the all-modes kernel a spilled register.
+template <int kModes, int kLaunches>
+__global__ void __launch_bounds__(kRopeRowsThreads, kRopeRowsMinBlocks)
+    qkv_rope_rows_kernel(CUTLASS_GRID_CONSTANT RopeRowsLaunches const rl) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+  static_assert(kLaunches >= 1 && kLaunches <= kRopeRowsMaxLaunches, "one or two launches per pass");
+  __shared__ float inv_freq[kQkvHeadDim];
+  extern __shared__ __align__(16) unsigned char rope_rows_ring[];
+  auto* ring = reinterpret_cast<__nv_bfloat16*>(rope_rows_ring);
+  if (kLaunches == 1 || blockIdx.z == 0) {
+    if (blockIdx.x < rl.blocks_x[0] && blockIdx.y < rl.blocks_y[0]) rope_rows_launch<kModes>(rl.launch[0], inv_freq, ring);
+  } else if constexpr (kLaunches == 2) {
+    if (blockIdx.x < rl.blocks_x[1] && blockIdx.y < rl.blocks_y[1]) rope_rows_launch<kModes>(rl.launch[1], inv_freq, ring);
   }
 #endif
 }
