@@ -305,8 +305,9 @@ torch.save([t.cpu() for t in outs], sys.argv[1])
 
 @requires_sm90
 def test_cross_rope_passes_merged_are_bitwise_neutral(tmp_path, rng_seed):
-    """034's two launches share one RoPE pass after all their GEMMs (default) or each gets its own
-    (VLATTN_QKV_ROPE_MERGE=0): the same bits, through the all-GEMMs plan and the grouped GEMM."""
+    """034's two launches share one RoPE pass after all their GEMMs (default, all-GEMMs plan) or each
+    gets its own (VLATTN_QKV_ROPE_MERGE=0): the same bits; the grouped GEMM's shapes (one pass per
+    launch either way) ride along as a control."""
     on = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "on.pt", {}, rng_seed)
     off = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_ROPE_MERGE": "0"}, rng_seed)
     assert len(on) == len(off) == 9

@@ -278,8 +278,11 @@ struct PendingRope {
   at::Tensor block;
 };
 
-// VLATTN_QKV_ROPE_MERGE=0 (read once): each launch of an op gets its own RoPE pass right after its
-// GEMMs, as before the thirteenth session; default: the op's GEMMs first, then one pass for all.
+// The op-level all-GEMMs plan (qkv_op_plan kGemmAll: 034's two launches below 2048 rows each) runs both
+// launches' GEMMs first and then one RoPE pass for both: the text's pass no longer sits between the Q
+// and the K GEMM, and one launch is saved. H200, 2026-12-01 (bench/NOTES.md thirteenth session call 3,
+// graph replay): 034 B2 Lq128 92.7 -> 86.6 us, B2 Lq256 116.8 -> 112.2, B1 Lq512 121.6 -> 117.2, the
+// rest within 1%. VLATTN_QKV_ROPE_MERGE=0 (read once): a pass after each launch's GEMMs, as before.
 bool rope_merge_enabled() {
   static const bool enabled = [] {
     const char* env = std::getenv("VLATTN_QKV_ROPE_MERGE");
@@ -447,14 +450,12 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   VLATTN_HOST_MARK("qkv.grouped.alloc");
   cudaError_t err = grouped_gemm_sm90(gp, tile, base + y_bytes, bytes);
   TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM failed: ", cudaGetErrorString(err));
-  PendingRope pend[2];
-  int pending = 0;
-  for (int i = 0; i < n; ++i)
-    if (ps[i]->m > 0) pend[pending++] = PendingRope{ps[i], y[i], at::Tensor()};  // y lives in `block`
-  if (rope_merge_enabled()) {
-    launch_rope_passes(op, pend, pending, outs);
-  } else {
-    for (int i = 0; i < pending; ++i) launch_rope_passes(op, &pend[i], 1, outs);
+  // One pass per launch: merged into one kernel they measured 0.5-0.9% slower on the grouped shapes
+  // (H200, 2026-12-01, bench/NOTES.md thirteenth session call 3), unlike the all-GEMMs plan's.
+  for (int i = 0; i < n; ++i) {
+    if (ps[i]->m == 0) continue;
+    PendingRope pend{ps[i], y[i], at::Tensor()};  // y lives in `block`
+    launch_rope_passes(op, &pend, 1, outs);
   }
 }
 
