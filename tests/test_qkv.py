@@ -247,6 +247,17 @@ def test_gemm_config_by_env(tmp_path, rng_seed):
     assert outs[9].item() == 1, "config='gemm' with a misaligned bias did not raise"
 
 
+def assert_switch_bitwise_neutral(script, tmp_path, rng_seed, var, count, what):
+    """``script``'s q, k, v outputs (``count`` tensors, in q/k/v order per call) with the switch ``var``
+    at its default and at 0, each in a fresh process: all finite, equal bit for bit."""
+    on = outputs_in_subprocess(script, tmp_path / "on.pt", {}, rng_seed)
+    off = outputs_in_subprocess(script, tmp_path / "off.pt", {var: "0"}, rng_seed)
+    assert len(on) == len(off) == count
+    for i, (a, b) in enumerate(zip(on, off)):
+        assert torch.isfinite(a.float()).all(), f"output {i} not finite"
+        assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): {what}")
+
+
 _GEMM_STREAMS_SCRIPT = r"""
 import sys, torch, vlattn
 torch.manual_seed(int(sys.argv[2]))
@@ -267,12 +278,8 @@ torch.save([t.cpu() for t in outs], sys.argv[1])
 def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
     """The two-pass config's last GEMM on a forked stream (default) gives the bits of the plain
     one-stream sequence (VLATTN_QKV_GEMM_STREAMS=0), from the default and from a non-default stream."""
-    on = outputs_in_subprocess(_GEMM_STREAMS_SCRIPT, tmp_path / "on.pt", {}, rng_seed)
-    off = outputs_in_subprocess(_GEMM_STREAMS_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_GEMM_STREAMS": "0"}, rng_seed)
-    assert len(on) == len(off) == 6
-    for i, (a, b) in enumerate(zip(on, off)):
-        assert torch.isfinite(a.float()).all(), f"output {i} not finite"
-        assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): side stream vs one stream")
+    assert_switch_bitwise_neutral(_GEMM_STREAMS_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_STREAMS", 6,
+                                  "side stream vs one stream")
 
 
 _ROPE_MERGE_SCRIPT = r"""
@@ -308,12 +315,8 @@ def test_cross_rope_passes_merged_are_bitwise_neutral(tmp_path, rng_seed):
     """034's two launches share one RoPE pass after all their GEMMs (default, all-GEMMs plan) or each
     gets its own (VLATTN_QKV_ROPE_MERGE=0): the same bits; the grouped GEMM's shapes (one pass per
     launch either way) ride along as a control."""
-    on = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "on.pt", {}, rng_seed)
-    off = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_ROPE_MERGE": "0"}, rng_seed)
-    assert len(on) == len(off) == 9
-    for i, (a, b) in enumerate(zip(on, off)):
-        assert torch.isfinite(a.float()).all(), f"output {i} not finite"
-        assert_bitwise(a, b, f"{'qkv'[i % 3]} (case {i // 3}): one RoPE pass vs one per launch")
+    assert_switch_bitwise_neutral(_ROPE_MERGE_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_ROPE_MERGE", 9,
+                                  "one RoPE pass vs one per launch")
 
 
 @requires_sm90
