@@ -1,8 +1,8 @@
 """Where the time of a small native layer call goes: host path vs GPU, on the device.
 
-    python3 bench/probe_host.py [--iters 30] [--workloads 007:0,007:3,034:0]
+    python3 bench/probe_host.py [--iters 30] [--workloads '007[B=1,S=128],034:15']
 
-Per workload (index in sorted-by-SOL order) and per callable (the layer, and its three stages
+Per workload and per callable (the layer, and its three stages
 alone), prints median µs of:
   host     CPU time of one call while the GPU is held busy (launches never wait on the queue);
   gpu      CUDA events around the call with the host far ahead (a sleep kernel first): kernel
@@ -16,6 +16,9 @@ the 12 functions with the most own time: the Python wrapper's share against the 
 --ranges N: run the layer call N times under torch.profiler (CPU events, GPU held busy) and print the
 C++ op's host ranges (csrc/ops: vlattn.layer.*, vlattn.qkv.*, vlattn.gemm.run, vlattn.attention.launch)
 and the ATen ops it calls, per layer call. The profiler adds ~1 µs per recorded event: read shares.
+
+--workloads takes vlattn-bench's grammar: PPP:i (i = the line in workload.jsonl), or a substring of a
+workload's name. (Until 2026-12-01 PPP:i here meant the i-th by SOL: older bench/NOTES.md entries.)
 """
 import argparse
 import os
@@ -27,6 +30,7 @@ import torch
 import vlattn
 from vlattn import reference
 from vlattn import workloads as W
+from vlattn.bench import select_workloads
 
 SLEEP_CYCLES = 4_000_000  # ~2 ms at 1.98 GHz: longer than any call's host path below
 
@@ -162,7 +166,7 @@ def trace_layer(fn, iters, scratch):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--workloads", default="007:0,007:1,007:3,007:6,034:0,034:2")
+    ap.add_argument("--workloads", default="007[B=1,S=128],007[B=1,S=256],007[B=1,S=512],007[B=4,S=256],034[B=2,Lq=128,Lv=196],034[B=1,Lq=512,Lv=784]")
     ap.add_argument("--profile", type=int, default=0, help="cProfile this many layer calls per workload")
     ap.add_argument("--ranges", type=int, default=0, help="torch.profiler host ranges over this many layer calls")
     ap.add_argument("--trace", type=int, default=0, help="host marks (VLATTN_HOST_TRACE) over this many layer calls")
@@ -172,9 +176,7 @@ def main():
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
     print(f"{'workload':28s} {'call':10s} {'host':>8s} {'gpu':>8s} {'cold':>8s} {'graph':>8s}")
-    for spec in args.workloads.split(","):
-        problem, index = spec.split(":")
-        w = W.sorted_by_sol(W.load(problem))[int(index)]
+    for w in select_workloads(W.load(), args.workloads):
         for name, fn in callables(w).items():
             for _ in range(3):
                 fn()

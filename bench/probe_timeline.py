@@ -1,6 +1,6 @@
 """GPU timeline of one native layer call: each kernel's start, duration and the gap before it.
 
-    python3 bench/probe_timeline.py [--reps 5] [--workloads 007:0,007:3,007:7,034:0]
+    python3 bench/probe_timeline.py [--reps 5] [--workloads '007[B=1,S=128],034:15']
 
 nsys is not on the device machine; torch.profiler's CUDA activity records (CUPTI) give the kernels'
 GPU timestamps. Two modes per workload:
@@ -10,6 +10,9 @@ GPU timestamps. Two modes per workload:
 Per kernel, the median over --reps calls of: start relative to the call's first kernel, duration, and
 the idle gap since the previous kernel ended (negative = overlap). CUPTI adds host time per launch, so
 the cold mode's gaps are an upper bound; the durations and the ahead mode's gaps are the GPU's.
+
+--workloads takes vlattn-bench's grammar: PPP:i (i = the line in workload.jsonl), or a substring of a
+workload's name. (Until 2026-12-01 PPP:i here meant the i-th by SOL: older bench/NOTES.md entries.)
 """
 import argparse
 import json
@@ -22,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import vlattn
 from vlattn import workloads as W
+from vlattn.bench import select_workloads
 
 SLEEP_CYCLES = 4_000_000  # ~2 ms: longer than any call's host path here
 
@@ -119,13 +123,11 @@ def summarize(calls):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--workloads", default="007:0,007:3,007:7,034:0,034:2")
+    ap.add_argument("--workloads", default="007[B=1,S=128],007[B=1,S=512],007[B=1,S=1024],034[B=2,Lq=128,Lv=196],034[B=1,Lq=512,Lv=784]")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
-    for spec in args.workloads.split(","):
-        problem, index = spec.split(":")
-        w = W.sorted_by_sol(W.load(problem))[int(index)]
+    for w in select_workloads(W.load(), args.workloads):
         fn = layer_fn(w)
         for mode in ("ahead", "cold"):
             calls = run(fn, args.reps, mode == "ahead", scratch)
