@@ -537,17 +537,14 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
     const QkvPlan plan = plan_for(ps, n);
     if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128, outs);
     if (plan == QkvPlan::kGemmAll) {
-      if (rope_merge_enabled()) {  // every launch's GEMMs, then one RoPE pass for all
-        PendingRope pend[2];
-        int pending = 0;
-        TORCH_CHECK(n <= 2, op, ": internal error: ", num(n), " launches");
-        for (int i = 0; i < n; ++i)
-          if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i], outs, &pend[pending++]);
-        if (pending > 0) launch_rope_passes(op, pend, pending, outs);
-        return;
-      }
+      // Merged: every launch's GEMMs, then one RoPE pass for all; otherwise a pass after each.
+      TORCH_CHECK(n <= 2, op, ": internal error: ", num(n), " launches");
+      const bool merge = rope_merge_enabled();
+      PendingRope pend[2];
+      int pending = 0;
       for (int i = 0; i < n; ++i)
-        if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i], outs);
+        if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i], outs, merge ? &pend[pending++] : nullptr);
+      if (pending > 0) launch_rope_passes(op, pend, pending, outs);
       return;
     }
   }

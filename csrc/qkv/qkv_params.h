@@ -74,12 +74,10 @@ struct QkvParams {
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the
 // host checks should have rejected (kept as a second line of defence).
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
-// Config kGemmRope's second pass: y[g] is group g's projection (bias added, bf16) [M, heads_g * 128]
-// with row stride ldy[g] (a multiple of 8); applies the group's RoPE and stores head-major into
-// groups[g].out, one launch for all groups (programmatic dependent launch after the GEMMs).
-cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy);
-// The passes of n <= 2 launches (034's q and k/v) in one grid on ps[0]->stream: launch i's y[i] / ldy[i]
-// as above. Same bits as n separate passes.
+// Config kGemmRope's second pass, for n <= 2 launches of one op (034's q and k/v) in one grid on
+// ps[0]->stream: y[i][g] is launch i's group g projection (bias added, bf16) [M, heads_g * 128] with row
+// stride ldy[i][g] (a multiple of 8); applies the group's RoPE and stores head-major into groups[g].out,
+// one launch for all groups (programmatic dependent launch after the GEMMs). Same bits for any n.
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
                                int n);
 

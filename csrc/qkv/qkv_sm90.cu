@@ -206,15 +206,10 @@ static bool make_rope_rows(const QkvParams& p, const void* const* y, const int64
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
                                int n) {
   if (n < 1 || n > qkv::kRopeRowsMaxLaunches) return cudaErrorNotSupported;
-  qkv::RopeRowsLaunches rl;
+  qkv::RopeRowsLaunches rl{};  // launches past n stay zero: no block reads them
   dim3 grid(1, 1, static_cast<unsigned>(n));
   int modes = 0;
-  for (int i = 0; i < qkv::kRopeRowsMaxLaunches; ++i) {
-    rl.blocks_x[i] = rl.blocks_y[i] = 0;
-    if (i >= n) {
-      rl.launch[i] = rl.launch[0];  // never read: its blocks do not exist
-      continue;
-    }
+  for (int i = 0; i < n; ++i) {
     if (!make_rope_rows(*ps[i], y[i], ldy[i], rl.launch[i], rl.blocks_x[i], rl.blocks_y[i]))
       return cudaErrorNotSupported;
     grid.x = std::max(grid.x, rl.blocks_x[i]);
@@ -232,13 +227,6 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* co
   if ((modes & ~(k1D | kNone)) == 0) return launch_rope_rows<k1D | kNone>(grid, rl, stream);
   if ((modes & ~(k3D | kNone)) == 0) return launch_rope_rows<k3D | kNone>(grid, rl, stream);
   return launch_rope_rows<kTable | k1D | k3D | kNone>(grid, rl, stream);
-}
-
-cudaError_t qkv_rope_rows_sm90(const QkvParams& p, const void* const* y, const int64_t* ldy) {
-  const QkvParams* ps[1] = {&p};
-  const void* const* ys[1] = {y};
-  const int64_t* lds[1] = {ldy};
-  return qkv_rope_rows_sm90(ps, ys, lds, 1);
 }
 
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {

@@ -562,20 +562,26 @@ def build_composite_graph(case: Case) -> Runner:
     return graph_runner(_composite_fn(case.op_name), case.args, case.device)
 
 
+def compiled_runner(fn: Callable[..., Any], args: tuple, device: torch.device, mode: str = "default") -> Runner:
+    """torch.compile(fn) specialised to these inputs: dynamo reset first, so that the recompile limit
+    never silently sends later shapes back to eager; the first call (compilation) is timed apart and
+    reported as setup_s."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, mode=mode, dynamic=False)
+    t0 = time.perf_counter()
+    compiled(*args)
+    torch.cuda.synchronize(device)
+    return _returning_runner(compiled, args, setup_s=time.perf_counter() - t0)
+
+
 def compile_impl(mode: str) -> Impl:
     """torch.compile of the composite, one specialisation per workload.
 
-    Dynamo is reset per workload so the recompile limit never silently sends later shapes back to
-    eager; the first call (compilation) is timed apart and reported as setup_s.
+    See compiled_runner.
     """
 
     def build(case: Case) -> Runner:
-        torch._dynamo.reset()
-        fn = torch.compile(_composite_fn(case.op_name), mode=mode, dynamic=False)
-        t0 = time.perf_counter()
-        fn(*case.args)
-        torch.cuda.synchronize(case.device)
-        return _returning_runner(fn, case.args, setup_s=time.perf_counter() - t0)
+        return compiled_runner(_composite_fn(case.op_name), case.args, case.device, mode)
 
     return Impl("compile", pytorch=True, needs_cuda=True, build=build,
                 description=f"torch.compile(vlattn.composite.<op>, mode={mode!r}, dynamic=False)")
@@ -1300,17 +1306,6 @@ def _contiguous_stage(stage: Callable[..., tuple]) -> Callable[..., tuple]:
     return run
 
 
-def _compiled_runner(fn: Callable[..., Any], args: tuple, device: torch.device) -> Runner:
-    """torch.compile(fn) specialised to these inputs (dynamo reset first, as compile_impl does); the
-    first call, which compiles, is timed apart as setup_s."""
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, dynamic=False)
-    t0 = time.perf_counter()
-    compiled(*args)
-    torch.cuda.synchronize(device)
-    return _returning_runner(compiled, args, setup_s=time.perf_counter() - t0)
-
-
 def _fused_stage(stage_name: str, config: str) -> Callable[..., tuple]:
     op = getattr(vlattn, stage_name)
 
@@ -1364,7 +1359,7 @@ def _measure_qkv_workload(w, keys: list[str], fused_missing: dict, device: torch
             rec["note"] = f"reference stage failed ({_error_text(exc)}); outputs unchecked"
     builds = {"unfused": lambda: _returning_runner(unfused, args),
               "unfused_graph": lambda: graph_runner(unfused, args, device),
-              "unfused_compile": lambda: _compiled_runner(unfused, args, device)}
+              "unfused_compile": lambda: compiled_runner(unfused, args, device)}
     for key, config in QKV_FUSED.items():
         builds[key] = (lambda config=config: _returning_runner(_fused_stage(stage_name, config), args))
     for key in keys:
