@@ -119,3 +119,15 @@ def test_qkv_kernels_no_spills(qkv_report):
     for name, (frame, stores, loads) in kernels.items():
         assert stores == 0 and loads == 0, f"{name[:80]}...: spills {stores}/{loads} B"
         assert frame <= 48, f"{name[:80]}...: {frame} B stack frame (budget 48: the cosf/sinf slow path)"
+
+
+@pytest.mark.parametrize("tu", ["csrc/qkv/qkv_gemm_epi_128x256.cu", "csrc/qkv/qkv_gemm_epi_128x128.cu"])
+def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
+    """The projection GEMMs with the RoPE epilogue in registers (qkv/gemm_rope_epi.h): three modes per
+    tile, no spills next to the 128 (128 x 256) fp32 accumulators per thread; a stack frame only in the
+    1-D RoPE kernel, for libdevice's large-argument cosf/sinf reduction (cold)."""
+    kernels = {n: r for n, r in ptxas_report(tu, tmp_path).items() if "RopeStoreEpilogue" in n}
+    assert len(kernels) == 3, f"expected the kNone, kTable and kPos1D kernels, parsed {sorted(kernels)}"
+    for name, (frame, stores, loads) in kernels.items():
+        assert stores == 0 and loads == 0, f"{name[-120:]}: spills {stores}/{loads} B"
+        assert frame <= 48, f"{name[-120:]}: {frame} B stack frame (budget 48: the cosf/sinf slow path)"

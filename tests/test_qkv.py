@@ -434,6 +434,54 @@ def test_gemm_rope_pass_head_runs():
 
 
 @requires_sm90
+@pytest.mark.parametrize("batch,seq,bias", [(1, 1024, True), (2, 550, False), (3, 777, True)],
+                         ids=["B1-S1024", "B2-S550-nobias", "B3-S777"])
+def test_gemm_epilogue_exact(batch, seq, bias):
+    """From 1024 rows config "gemm" runs the groups whose RoPE pairs channels c and c +- 64 (007's q and
+    k, 034's q, and both v) on CUTLASS GEMMs whose epilogue applies bias, RoPE and the head-major store
+    in registers (qkv/gemm_rope_epi.h); 034's k keeps the RoPE pass. Exact GEMM -> every bit equals the
+    reference: rows that cross batches and end inside a tile, odd head counts (the 128 x 256 tile's second
+    head out of range), no bias, both mRoPE splits, positions up to 8191."""
+    for section in (SEED_SECTION, HF_SECTION):
+        args = mrope_case(batch, seq, hidden=256, hq=7, hkv=3, integer=True, tables="randn", bias=bias)
+        for got, ref, name in zip(run_mrope(args, section, "gemm"), ref_mrope(args, section), "qkv"):
+            assert_bitwise(got, ref, f"{name} 007 B={batch} S={seq} section={section} gemm")
+    cargs = cross_case(batch, seq, seq + 131, hidden=256, hq=9, hkv=3, integer=True, positions="random", bias=bias)
+    for got, ref, name in zip(run_cross(cargs, "gemm"), ref_cross(cargs), "qkv"):
+        assert_bitwise(got, ref, f"{name} 034 B={batch} Lq={seq} gemm")
+
+
+_GEMM_EPI_SCRIPT = r"""
+import sys, torch, vlattn
+torch.manual_seed(int(sys.argv[2]))
+outs = []
+x = torch.randn(2, 1100, 512, dtype=torch.bfloat16, device="cuda")
+w = [torch.randn(h * 128, 512, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (10, 2, 2)]
+b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (10, 2, 2)]
+cos, sin = torch.randn(2, 3, 2, 1100, 128, dtype=torch.bfloat16, device="cuda")
+outs += list(vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin, config="gemm"))
+lang = torch.randn(1, 1500, 512, dtype=torch.bfloat16, device="cuda")
+vis = torch.randn(1, 2100, 512, dtype=torch.bfloat16, device="cuda")
+pos = torch.randint(0, 8192, (1, 1500), device="cuda")
+thw = torch.randint(0, 8192, (1, 2100, 3), device="cuda")
+side = torch.cuda.Stream()  # a caller's non-default stream
+with torch.cuda.stream(side):
+    outs += list(vlattn.vision_qkv(lang, vis, pos, thw, w[0], b[0], w[1], b[1], w[2], b[2], config="gemm"))
+torch.cuda.synchronize()
+torch.save([t.cpu() for t in outs], sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_gemm_epilogue_is_bitwise_neutral(tmp_path, rng_seed):
+    """Config "gemm" with the RoPE in the GEMM epilogue (default from 1024 rows) gives the bits of the
+    GEMM + RoPE pass path (VLATTN_QKV_GEMM_EPI=0) on random (not exactly representable) inputs: the
+    same tiles, the same fp32 accumulators, the same roundings."""
+    assert_switch_bitwise_neutral(_GEMM_EPI_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_EPI", 6,
+                                  "RoPE in the GEMM epilogue vs the RoPE pass")
+
+
+@requires_sm90
 @pytest.mark.parametrize("batch,lq,lv", SHAPES_034, ids=[f"B{b}-Lq{q}-Lv{v}" for b, q, v in SHAPES_034])
 def test_cross_workload_shapes(batch, lq, lv):
     args = cross_case(batch, lq, lv)

@@ -23,6 +23,7 @@
 #include "launch/host_trace.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
+#include "qkv/gemm_rope_epi.h"
 #include "qkv/qkv_grouped.h"
 #include "qkv/qkv_params.h"
 
@@ -272,10 +273,15 @@ at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
 // return, while that GEMM may still run), so only later side-stream work can reuse it.
 // A launch whose GEMMs have run and whose RoPE pass is still to come (launch_rope_passes): y and the
 // block holding it, kept alive until the pass is launched.
+// When some of the launch's groups ran with the RoPE in their GEMM epilogue, the pass covers only the
+// others: `rest` holds those (their out pointers set), and params() is what the pass gets.
 struct PendingRope {
   QkvParams* p = nullptr;
   ProjectionY y;
   at::Tensor block;
+  bool reduced = false;
+  QkvParams rest;
+  const QkvParams* params() const { return reduced ? &rest : p; }
 };
 
 // The op-level all-GEMMs plan (qkv_op_plan kGemmAll: 034's two launches below 2048 rows each) runs both
@@ -298,7 +304,7 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   const int64_t* lds[2] = {};
   for (int i = 0; i < n; ++i) {
     outs.materialize(pend[i].p);
-    ps[i] = pend[i].p;
+    ps[i] = pend[i].params();
     ys[i] = pend[i].y.ptr;
     lds[i] = pend[i].y.ldy;
   }
@@ -308,11 +314,93 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
-// With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer.
-void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutputs& outs,
+// VLATTN_QKV_GEMM_EPI=0 (read once): every group of config "gemm" through y and the RoPE pass, as
+// before the fourteenth session. Default: groups whose RoPE pairs channels c and c +- 64 (kTable,
+// kPos1D, and kNone) run the GEMM whose epilogue applies the bias, the RoPE and the head-major store
+// (qkv/gemm_rope_epi.h) from kQkvGemmMinRows rows; 034's K (kPos3D) keeps the pass.
+bool gemm_epi_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLATTN_QKV_GEMM_EPI");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+// Whether group g's projection can take the epilogue GEMM: a full-head rotate-half or no RoPE, 4-byte
+// aligned bias and tables (channel pairs are read as bf16x2), even table strides, and every even
+// channel in the same mrope plane as the next one.
+bool epi_supported(const QkvParams& p, const QkvGroup& g) {
+  if (g.rope != RopeMode::kNone && g.rope != RopeMode::kTable && g.rope != RopeMode::kPos1D) return false;
+  if (reinterpret_cast<uintptr_t>(g.bias) % 4 != 0 || p.seq <= 0) return false;
+  if (g.rope == RopeMode::kTable) {
+    const QkvRope& r = p.rope;
+    if (reinterpret_cast<uintptr_t>(r.cos) % 4 != 0 || reinterpret_cast<uintptr_t>(r.sin) % 4 != 0) return false;
+    if (r.tab_plane_stride % 2 != 0 || r.tab_batch_stride % 2 != 0 || r.tab_seq_stride % 2 != 0) return false;
+    for (int c = 0; c < kQkvHeadDim; c += 2)
+      if (r.plane_of_channel[c] != r.plane_of_channel[c + 1]) return false;
+  }
+  return g.rope != RopeMode::kPos1D || p.rope.pos != nullptr;
+}
+
+GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmParams& gp) {
+  GemmRopeEpiParams e;
+  e.gemm = gp;
+  e.out = g.out;
+  e.heads = g.heads;
+  e.seq = p.seq;
+  e.mode = g.rope;
+  if (g.rope == RopeMode::kTable) {
+    e.cos = p.rope.cos;
+    e.sin = p.rope.sin;
+    e.tab_plane_stride = p.rope.tab_plane_stride;
+    e.tab_batch_stride = p.rope.tab_batch_stride;
+    e.tab_seq_stride = p.rope.tab_seq_stride;
+    for (int c = 0; c < kQkvHeadDim; ++c)
+      e.plane_bits[c / 16] |= uint32_t(p.rope.plane_of_channel[c] & 3) << (2 * (c % 16));
+  } else if (g.rope == RopeMode::kPos1D) {
+    e.pos = p.rope.pos;
+    e.pos_batch_stride = p.rope.pos_batch_stride;
+    e.pos_seq_stride = p.rope.pos_seq_stride;
+    e.theta = p.rope.theta;
+  }
+  return e;
+}
+
+GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, GemmEpiTile tile, const at::TensorOptions& like) {
+  const size_t ws_bytes = gemm_rope_epi_workspace(e, tile);
+  at::Tensor workspace;  // from the caching allocator (the current stream's): capturable
+  if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
+  RECORD_USER_SCOPE("vlattn.gemm_epi.run");
+  return gemm_rope_epi_run(e, tile, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
+}
+
+// With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer; returns
+// whether a pass was left there (false: every group's RoPE ran in its GEMM epilogue).
+bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutputs& outs,
                       PendingRope* defer = nullptr) {
-  const at::Tensor y_block = byte_block(x, projection_y_bytes(p));
-  const ProjectionY y = projection_y_at(p, y_block.data_ptr());
+  // Groups on the epilogue GEMM write their outputs directly (allocated first); the others, `rest`,
+  // go through y and the RoPE pass. y holds rest's groups only.
+  bool epi[kQkvMaxGroups] = {};
+  int n_epi = 0;
+  for (int g = 0; g < p.num_groups; ++g) {
+    epi[g] = gemm_epi_enabled() && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
+    n_epi += epi[g] ? 1 : 0;
+  }
+  if (n_epi > 0) outs.materialize(&p);
+  QkvParams rest = p;
+  int rest_index[kQkvMaxGroups] = {};  // group g's index in rest
+  rest.num_groups = 0;
+  for (int g = 0; g < p.num_groups; ++g) {
+    if (epi[g]) continue;
+    rest_index[g] = rest.num_groups;
+    rest.groups[rest.num_groups++] = p.groups[g];
+  }
+  at::Tensor y_block;
+  ProjectionY y;
+  if (rest.num_groups > 0) {
+    y_block = byte_block(x, projection_y_bytes(rest));
+    y = projection_y_at(rest, y_block.data_ptr());
+  }
   VLATTN_HOST_MARK("qkv.gemm_rope.y");
   const int device = x.get_device();
   const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
@@ -336,7 +424,7 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     gp.a = p.x;
     gp.b = grp.weight;
     gp.bias = grp.bias;
-    gp.d = y.ptr[g];
+    gp.d = epi[g] ? nullptr : y.ptr[rest_index[g]];
     gp.m = p.m;
     gp.n = static_cast<int>(n);
     gp.k = p.k;
@@ -346,6 +434,22 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     gp.device = device;
     gp.sm_count = p.sm_count;
     gp.stream = on_side ? side_stream->stream() : p.stream;
+    if (epi[g]) {
+      const GemmRopeEpiParams e = epi_params(p, grp, gp);
+      const GemmEpiTile tile = gemm_rope_epi_tile(p.m, n, p.sm_count, concurrent);
+      GemmStatus status;
+      if (on_side) {
+        const c10::cuda::CUDAStreamGuard on(*side_stream);
+        status = run_gemm_epi(e, tile, x.options());
+      } else {
+        status = run_gemm_epi(e, tile, x.options());
+      }
+      VLATTN_HOST_MARK("qkv.gemm_rope.gemm_epi");
+      TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue (tile ",
+                  tile == GemmEpiTile::k128x256c2 ? "128x256 c2x1" : "128x128", ") failed for M=", num(p.m), " N=",
+                  num(n), " K=", num(p.k), ": ", gemm_status_string(status));
+      continue;
+    }
     // vlattn.linear's wave model (gemm_analytic_pick); a stream-K-only build runs its first config.
     const GemmKernelEntry* entry = gemm_analytic_pick(p.m, n, p.k, p.sm_count, concurrent);
     if (entry == nullptr) {
@@ -372,12 +476,14 @@ void launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     C10_CUDA_CHECK(cudaEventRecord(ev.join, side_stream->stream()));
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
+  if (rest.num_groups == 0) return false;  // every group's RoPE ran in its GEMM
+  PendingRope pend{&p, y, y_block, n_epi > 0, rest};
   if (defer != nullptr) {
-    *defer = PendingRope{&p, y, y_block};
-    return;
+    *defer = pend;
+    return true;
   }
-  PendingRope self{&p, y, y_block};
-  launch_rope_passes(op, &self, 1, outs);
+  launch_rope_passes(op, &pend, 1, outs);
+  return false;
 }
 
 // Config kGrouped128 / kGrouped64: the projections of all launches (007: one input, three groups;
@@ -480,7 +586,10 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   }
   const QkvConfig cfg = pick_config(config, op, p.m, heads, p.sm_count, even_groups, bias_aligned);
   if (p.m == 0) return;
-  if (cfg == QkvConfig::kGemmRope) return launch_gemm_rope(op, p, x, outs);
+  if (cfg == QkvConfig::kGemmRope) {
+    launch_gemm_rope(op, p, x, outs);
+    return;
+  }
   outs.materialize(&p);
   // The grouped names never get here: launch_all sends them to launch_grouped for every launch.
   const cudaError_t err = qkv_rope_sm90(p, cfg);
@@ -543,7 +652,7 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
       PendingRope pend[2];
       int pending = 0;
       for (int i = 0; i < n; ++i)
-        if (ps[i]->m > 0) launch_gemm_rope(op, *ps[i], xs[i], outs, merge ? &pend[pending++] : nullptr);
+        if (ps[i]->m > 0 && launch_gemm_rope(op, *ps[i], xs[i], outs, merge ? &pend[pending] : nullptr)) ++pending;
       if (pending > 0) launch_rope_passes(op, pend, pending, outs);
       return;
     }

@@ -51,7 +51,7 @@ struct QkvRope {
   // kPos1D: int64 pos[b * pos_batch_stride + s * pos_seq_stride], rotate-half over 128 channels.
   // kPos3D: int64 pos[b * pos_batch_stride + s * pos_seq_stride + seg * pos_comp_stride], segment
   //         seg of width split[seg]. Inverse frequencies theta^-(2f/W) are computed in the kernel
-  //         with the reference's fp32 operation sequence (see inv_freq() in sm90_qkv_rope.cuh).
+  //         with the reference's fp32 operation sequence (see inv_freq() in rope_math.cuh).
   const int64_t* pos = nullptr;
   int64_t pos_batch_stride = 0, pos_seq_stride = 0, pos_comp_stride = 0;
   float theta = 10000.0f;

@@ -34,6 +34,7 @@
 #include "kernels/rope.h"
 #include "launch/pdl.h"
 #include "qkv/qkv_params.h"  // and qkv/qkv_config.h
+#include "qkv/rope_math.cuh"  // bf, rope_combine, pos_cos_sin, inv_freq
 
 namespace vlattn {
 namespace qkv {
@@ -196,28 +197,6 @@ CUTLASS_DEVICE void mma_tile(Mma& mma, FragA& tCrA, FragB& tCrB, Acc& acc, Pipel
 // ---------------------------------------------------------------------------------------------
 // Epilogue helpers
 // ---------------------------------------------------------------------------------------------
-CUTLASS_DEVICE float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
-// out = bf16( bf16(x * c) + bf16(r * s) ), every operand already a bf16 value held in fp32.
-CUTLASS_DEVICE float rope_combine(float x, float r, float c, float s) {
-  return __fadd_rn(bf(__fmul_rn(x, c)), bf(__fmul_rn(r, s)));
-}
-
-// cos/sin of an integer position times an inverse frequency, as the reference computes its tables:
-// fp32 angle, accurate cosf/sinf (this file is never built with fast math), rounded to bf16.
-CUTLASS_DEVICE void pos_cos_sin(int64_t pos, float inv_freq, float& c, float& s) {
-  const float angle = __fmul_rn(static_cast<float>(pos), inv_freq);
-  c = bf(cosf(angle));
-  s = bf(sinf(angle));
-}
-
-// inv_freq = 1 / theta^(2f / W), in the reference's fp32 steps: torch divides the arange by the CPU
-// scalar W as a multiply by the fp32 reciprocal, raises with powf, and `1.0 / t` is reciprocal(t).
-CUTLASS_DEVICE float inv_freq(float theta, int f, int width) {
-  const float exponent = __fmul_rn(static_cast<float>(2 * f), __fdiv_rn(1.0f, static_cast<float>(width)));
-  return __fdiv_rn(1.0f, powf(theta, exponent));
-}
-
 // Inverse frequency of channel c (0..127) for a position-based mode; 0 for the others.
 CUTLASS_DEVICE float channel_inv_freq(QkvRope const& rope, RopeMode mode, int c) {
   if (mode == RopeMode::kPos1D) return inv_freq(rope.theta, c % (kQkvHeadDim / 2), kQkvHeadDim);

@@ -1,0 +1,16 @@
+// Projection GEMM with the RoPE + head-major epilogue (qkv/gemm_rope_epi.h): 128 x 256 cooperative
+// tiles in 2-CTA clusters along M, one translation unit per tile.
+#define CUTLASS_ENABLE_GDC_FOR_SM90 1
+#include "qkv/sm90_gemm_rope_epi.cuh"
+
+namespace vlattn {
+
+using GemmRopeEpi128x256c2 = gemm_epi::GemmRopeEpiTile<128, 256, 2>;
+
+size_t gemm_rope_epi_workspace_128x256c2(const GemmRopeEpiParams& p) { return GemmRopeEpi128x256c2::workspace_bytes(p); }
+
+GemmStatus gemm_rope_epi_run_128x256c2(const GemmRopeEpiParams& p, void* workspace, size_t bytes) {
+  return GemmRopeEpi128x256c2::run(p, workspace, bytes);
+}
+
+}  // namespace vlattn

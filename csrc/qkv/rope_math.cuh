@@ -1,0 +1,39 @@
+// Scalar RoPE arithmetic shared by every QKV epilogue (the fused kernels and the RoPE pass in
+// sm90_qkv_rope.cuh, the CUTLASS GEMM epilogue in sm90_gemm_rope_epi.cuh): one definition, so every
+// path rounds exactly as the reference does. This code is never built with fast math.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+#include <cutlass/cutlass.h>
+
+namespace vlattn {
+namespace qkv {
+
+CUTLASS_DEVICE float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+// out = bf16( bf16(x * c) + bf16(r * s) ), every operand already a bf16 value held in fp32.
+CUTLASS_DEVICE float rope_combine(float x, float r, float c, float s) {
+  return __fadd_rn(bf(__fmul_rn(x, c)), bf(__fmul_rn(r, s)));
+}
+
+// cos/sin of an integer position times an inverse frequency, as the reference computes its tables:
+// fp32 angle, accurate cosf/sinf (positions reach 8191: fast-math intrinsics are wrong there), rounded
+// to bf16.
+CUTLASS_DEVICE void pos_cos_sin(int64_t pos, float inv_freq, float& c, float& s) {
+  const float angle = __fmul_rn(static_cast<float>(pos), inv_freq);
+  c = bf(cosf(angle));
+  s = bf(sinf(angle));
+}
+
+// inv_freq = 1 / theta^(2f / W), in the reference's fp32 steps: torch divides the arange by the CPU
+// scalar W as a multiply by the fp32 reciprocal, raises with powf, and `1.0 / t` is reciprocal(t).
+CUTLASS_DEVICE float inv_freq(float theta, int f, int width) {
+  const float exponent = __fmul_rn(static_cast<float>(2 * f), __fdiv_rn(1.0f, static_cast<float>(width)));
+  return __fdiv_rn(1.0f, powf(theta, exponent));
+}
+
+}  // namespace qkv
+}  // namespace vlattn

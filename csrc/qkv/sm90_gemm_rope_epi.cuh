@@ -1,0 +1,334 @@
+// sm_90a projection GEMM with the QKV stage's epilogue in registers (qkv/gemm_rope_epi.h):
+// out[b, head, s, :] = RoPE(bf16(X . W^T + bias)) for one group, written head-major, no y round trip
+// and no second pass.
+//
+// Assembled from CUTLASS 3.x pieces: the TMA + wgmma cooperative mainloop and persistent tile
+// scheduler of vlattn.linear's configs (kernels/sm90_gemm.cuh), and our own collective epilogue
+// (RopeStoreEpilogue below) behind CUTLASS's adapter for epilogues without shared memory
+// (Sm90TmaWarpSpecializedAdapter), which calls it with each tile's accumulators in registers.
+//
+// Register layout the epilogue relies on (CuTe's wgmma 64xN fp32 accumulator, one atom per consumer
+// warpgroup, 64 rows each): a thread's fragment is (2, 2, N/8) with the first mode +1 column, the
+// second +8 rows, the third +8 columns, starting at row 16 * warp + lane / 4 and column 2 * (lane % 4).
+// So column c and c + 64 of a head sit in the same thread (third-mode index +8): rotate-half RoPE over
+// the full head is a register operation, and the thread's two rows need their cos/sin once for all
+// heads of the tile. The static_asserts below pin the fragment's shape; the bitwise tests (config
+// "gemm" with and without the fused epilogue) pin the meaning.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/detail.hpp>
+#include <cutlass/epilogue/dispatch_policy.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include "kernels/gemm_config.h"
+#include "launch/host_trace.h"
+#include "launch/pdl.h"
+#include "launch/smem_attr.h"
+#include "qkv/gemm_rope_epi.h"
+#include "qkv/rope_math.cuh"
+
+namespace vlattn {
+namespace gemm_epi {
+
+using namespace cute;
+
+// What the epilogue reads, in kernel parameter space.
+struct EpiParams {
+  const __nv_bfloat16* bias = nullptr;  // [N], 4-byte aligned, or nullptr
+  __nv_bfloat16* out = nullptr;         // [B, heads, seq, 128]
+  int m = 0, heads = 0, seq = 0;
+  const __nv_bfloat16* cos = nullptr;
+  const __nv_bfloat16* sin = nullptr;
+  int64_t tab_plane_stride = 0, tab_batch_stride = 0, tab_seq_stride = 0;
+  uint32_t plane_bits[kQkvHeadDim / 16] = {};
+  const int64_t* pos = nullptr;
+  int64_t pos_batch_stride = 0, pos_seq_stride = 0;
+  float theta = 10000.0f;
+};
+
+template <RopeMode kMode, int TileM, int TileN>
+class RopeStoreEpilogue {
+  static_assert(kMode == RopeMode::kNone || kMode == RopeMode::kTable || kMode == RopeMode::kPos1D,
+                "the register epilogue pairs channels c and c +- 64 only");
+  static_assert(TileN % kQkvHeadDim == 0, "a tile covers whole heads");
+  static constexpr int kHeadsPerTile = TileN / kQkvHeadDim;
+  static constexpr int kHalf = kQkvHeadDim / 2;
+
+ public:
+  // The names CUTLASS's kernel and adapter read.
+  using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
+  using DispatchPolicy = EpilogueSchedule;
+  using ElementC = void;
+  using ElementD = cutlass::bfloat16_t;
+  using StrideC = cute::Stride<int64_t, cute::_1, int64_t>;
+  using StrideD = StrideC;
+  using GmemTiledCopyC = void;
+  using GmemTiledCopyD = void;
+  using ThreadEpilogueOp = void;  // GemmUniversalAdapter names it; the work is operator() below
+  struct SharedStorage {};
+  using TensorStorage = SharedStorage;
+  using Arguments = EpiParams;
+  using Params = EpiParams;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& shape, Arguments const& a) {
+    const auto n = get<1>(shape);
+    return a.out != nullptr && a.seq > 0 && a.heads > 0 && n == a.heads * kQkvHeadDim && get<0>(shape) == a.m &&
+           reinterpret_cast<uintptr_t>(a.bias) % 4 == 0 &&
+           (kMode != RopeMode::kTable ||
+            (a.cos != nullptr && a.sin != nullptr && reinterpret_cast<uintptr_t>(a.cos) % 4 == 0 &&
+             reinterpret_cast<uintptr_t>(a.sin) % 4 == 0 && a.tab_plane_stride % 2 == 0 &&
+             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0)) &&
+           (kMode != RopeMode::kPos1D || a.pos != nullptr);
+  }
+
+  CUTLASS_HOST_DEVICE explicit RopeStoreEpilogue(Params const& params, SharedStorage const& = SharedStorage())
+      : p_(params) {}
+
+  CUTLASS_DEVICE bool is_source_needed() { return false; }
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
+            class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
+                                 cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
+                                 int thread_idx, char*) {
+    // One 64 x TileN wgmma atom per consumer warpgroup: the fragment is ((2, 2, TileN / 8), 1, 1).
+    static_assert(rank(FrgLayout{}) == 3 && rank<0>(FrgLayout{}) == 3, "unexpected accumulator fragment");
+    static_assert(decltype(size<1>(acc))::value == 1 && decltype(size<2>(acc))::value == 1,
+                  "one wgmma atom per warpgroup");
+    static_assert(decltype(size<0, 0>(acc))::value == 2 && decltype(size<0, 1>(acc))::value == 2 &&
+                      decltype(size<0, 2>(acc))::value == TileN / 8,
+                  "wgmma 64xN accumulator: (2 columns, 2 row halves, N / 8 column groups)");
+    static_assert(TileM == 128, "two consumer warpgroups of 64 rows");
+
+    auto thr_mma = tiled_mma.get_thread_slice(thread_idx);
+    Tensor tCcD = thr_mma.partition_C(make_identity_tensor(make_shape(Int<TileM>{}, Int<TileN>{})));
+    auto at = [&](int v0, int v1, int v2) { return make_coord(make_coord(v0, v1, v2), 0, 0); };
+
+    const int m0 = int(get<0>(blk_coord_mnkl)) * TileM;
+    const int head0 = int(get<1>(blk_coord_mnkl)) * kHeadsPerTile;
+
+    // kPos1D: this thread's inverse frequencies (channels 8j + 2 (lane % 4) + v0 of the first half;
+    // the second half repeats them), once per tile.
+    float ifreq[8][2];
+    if constexpr (kMode == RopeMode::kPos1D) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j)
+        CUTLASS_PRAGMA_UNROLL
+        for (int v0 = 0; v0 < 2; ++v0) ifreq[j][v0] = qkv::inv_freq(p_.theta, int(get<1>(tCcD(at(v0, 0, j)))), kQkvHeadDim);
+    }
+
+    CUTLASS_PRAGMA_UNROLL
+    for (int v1 = 0; v1 < 2; ++v1) {
+      const int m = m0 + int(get<0>(tCcD(at(0, v1, 0))));
+      if (m >= p_.m) continue;
+      const int b = m / p_.seq;
+      const int s = m - b * p_.seq;
+      int64_t tab = 0, pos = 0;
+      if constexpr (kMode == RopeMode::kTable) tab = b * p_.tab_batch_stride + s * p_.tab_seq_stride;
+      if constexpr (kMode == RopeMode::kPos1D) pos = p_.pos[b * p_.pos_batch_stride + s * p_.pos_seq_stride];
+      __nv_bfloat16* out_row = p_.out + (int64_t(b) * p_.heads * p_.seq + s) * kQkvHeadDim;
+      const int64_t head_stride = int64_t(p_.seq) * kQkvHeadDim;
+
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        // Channel d (v0 = 0) of the first half; its partner d + 64 is column group j + 8.
+        const int d = int(get<1>(tCcD(at(0, v1, j))));
+        float c1[2] = {1.0f, 1.0f}, s1[2] = {0.0f, 0.0f}, c2[2] = {1.0f, 1.0f}, s2[2] = {0.0f, 0.0f};
+        if constexpr (kMode == RopeMode::kTable) {
+          // Channels d and d + 1 share a plane (the host requires even section boundaries).
+          const int shift = 2 * (d % 16);
+          const int plane1 = (p_.plane_bits[j / 2] >> shift) & 3;
+          const int plane2 = (p_.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
+          const int64_t o1 = plane1 * p_.tab_plane_stride + tab + d;
+          const int64_t o2 = plane2 * p_.tab_plane_stride + tab + d + kHalf;
+          const float2 cv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.cos + o1));
+          const float2 sv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.sin + o1));
+          const float2 cv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.cos + o2));
+          const float2 sv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.sin + o2));
+          c1[0] = cv1.x, c1[1] = cv1.y, s1[0] = sv1.x, s1[1] = sv1.y;
+          c2[0] = cv2.x, c2[1] = cv2.y, s2[0] = sv2.x, s2[1] = sv2.y;
+        } else if constexpr (kMode == RopeMode::kPos1D) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int v0 = 0; v0 < 2; ++v0) {
+            qkv::pos_cos_sin(pos, ifreq[j][v0], c1[v0], s1[v0]);
+            c2[v0] = c1[v0];
+            s2[v0] = s1[v0];
+          }
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < kHeadsPerTile; ++h) {
+          const int head = head0 + h;
+          if (head >= p_.heads) break;
+          float y1[2], y2[2];
+          float2 bias1 = make_float2(0.0f, 0.0f), bias2 = make_float2(0.0f, 0.0f);
+          if (p_.bias != nullptr) {
+            const __nv_bfloat16* bh = p_.bias + head * kQkvHeadDim + d;
+            bias1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bh));
+            bias2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bh + kHalf));
+          }
+          // F.linear's one rounding after the bias add.
+          y1[0] = qkv::bf(__fadd_rn(acc(at(0, v1, h * 16 + j)), bias1.x));
+          y1[1] = qkv::bf(__fadd_rn(acc(at(1, v1, h * 16 + j)), bias1.y));
+          y2[0] = qkv::bf(__fadd_rn(acc(at(0, v1, h * 16 + j + 8)), bias2.x));
+          y2[1] = qkv::bf(__fadd_rn(acc(at(1, v1, h * 16 + j + 8)), bias2.y));
+          float o1[2], o2[2];
+          CUTLASS_PRAGMA_UNROLL
+          for (int v0 = 0; v0 < 2; ++v0) {
+            if constexpr (kMode == RopeMode::kNone) {
+              o1[v0] = y1[v0];
+              o2[v0] = y2[v0];
+            } else {  // rotate-half: first half reads -x[c + 64], second half x[c - 64]
+              o1[v0] = qkv::rope_combine(y1[v0], -y2[v0], c1[v0], s1[v0]);
+              o2[v0] = qkv::rope_combine(y2[v0], y1[v0], c2[v0], s2[v0]);
+            }
+          }
+          __nv_bfloat16* dst = out_row + head * head_stride + d;
+          *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(o1[0], o1[1]);
+          *reinterpret_cast<__nv_bfloat162*>(dst + kHalf) = __floats2bfloat162_rn(o2[0], o2[1]);
+        }
+      }
+    }
+  }
+
+ private:
+  Params p_;
+};
+
+// The GEMM: vlattn.linear's cooperative persistent kernel with the epilogue above.
+template <RopeMode kMode, int TileM, int TileN, int ClusterM>
+struct Sm90GemmRopeEpi {
+  using Element = cutlass::bfloat16_t;
+  static constexpr int kAlignment = 16 / sizeof(Element);
+  using TileShape = Shape<Int<TileM>, Int<TileN>, _64>;
+  using ClusterShape = Shape<Int<ClusterM>, _1, _1>;
+  using CollectiveEpilogue =
+      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<RopeStoreEpilogue<kMode, TileM, TileN>>;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlignment, Element,
+      cutlass::layout::ColumnMajor, kAlignment, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  static_assert(GemmKernel::SharedStorageSize <= kSm90MaxSmemBytes, "does not fit in 227 KB of shared memory");
+
+  static EpiParams epi_params(const GemmRopeEpiParams& p) {
+    EpiParams e;
+    e.bias = static_cast<const __nv_bfloat16*>(p.gemm.bias);
+    e.out = static_cast<__nv_bfloat16*>(p.out);
+    e.m = p.gemm.m;
+    e.heads = p.heads;
+    e.seq = p.seq;
+    e.cos = static_cast<const __nv_bfloat16*>(p.cos);
+    e.sin = static_cast<const __nv_bfloat16*>(p.sin);
+    e.tab_plane_stride = p.tab_plane_stride;
+    e.tab_batch_stride = p.tab_batch_stride;
+    e.tab_seq_stride = p.tab_seq_stride;
+    for (int i = 0; i < kQkvHeadDim / 16; ++i) e.plane_bits[i] = p.plane_bits[i];
+    e.pos = p.pos;
+    e.pos_batch_stride = p.pos_batch_stride;
+    e.pos_seq_stride = p.pos_seq_stride;
+    e.theta = p.theta;
+    return e;
+  }
+
+  static typename Gemm::Arguments make_arguments(const GemmRopeEpiParams& p) {
+    using StrideA = typename GemmKernel::StrideA;
+    using StrideB = typename GemmKernel::StrideB;
+    const GemmParams& g = p.gemm;
+    StrideA stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(g.m, g.k, 1));
+    StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(g.n, g.k, 1));
+    cute::get<0>(stride_a) = g.lda;
+    cute::get<0>(stride_b) = g.ldb;
+    cutlass::KernelHardwareInfo hw_info{g.device, g.sm_count};
+    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {g.m, g.n, g.k, 1},
+                                  {static_cast<const Element*>(g.a), stride_a, static_cast<const Element*>(g.b), stride_b},
+                                  epi_params(p),
+                                  hw_info};
+    const GemmTileOrder order = gemm_tile_order_from_env();
+    using Raster = decltype(args.scheduler.raster_order);
+    args.scheduler.raster_order = order.raster == 1   ? Raster::AlongM
+                                  : order.raster == 2 ? Raster::AlongN
+                                                      : Raster::Heuristic;
+    args.scheduler.max_swizzle_size = order.swizzle;
+    return args;
+  }
+
+  static size_t workspace_bytes(const GemmRopeEpiParams& p) { return Gemm::get_workspace_size(make_arguments(p)); }
+
+  static GemmStatus run(const GemmRopeEpiParams& p, void* workspace, size_t workspace_size) {
+    if (p.mode != kMode) return GemmStatus::kNotSupported;
+    auto args = make_arguments(p);
+    if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
+    if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
+    if (!max_dynamic_smem_once<cutlass::device_kernel<GemmKernel>>(p.gemm.device, GemmKernel::SharedStorageSize))
+      return GemmStatus::kInitFailed;
+    if (GemmKernel::initialize_workspace(args, workspace, p.gemm.stream, nullptr) != cutlass::Status::kSuccess)
+      return GemmStatus::kInitFailed;
+    typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, workspace);
+    VLATTN_HOST_MARK("gemm_epi.params");
+    // CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the instantiating TU): the kernel waits on its
+    // predecessor before touching memory, so it may be launched with PDL.
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+    const bool pdl = pdl_enabled();
+#else
+    const bool pdl = false;
+#endif
+    if (Gemm::run(params, p.gemm.stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
+    VLATTN_HOST_MARK("gemm_epi.launch");
+    return GemmStatus::kSuccess;
+  }
+};
+
+// One tile's three modes behind one entry (the mode is a run-time property of the group).
+template <int TileM, int TileN, int ClusterM>
+struct GemmRopeEpiTile {
+  template <RopeMode kMode>
+  using K = Sm90GemmRopeEpi<kMode, TileM, TileN, ClusterM>;
+
+  static size_t workspace_bytes(const GemmRopeEpiParams& p) {
+    switch (p.mode) {
+      case RopeMode::kNone: return K<RopeMode::kNone>::workspace_bytes(p);
+      case RopeMode::kTable: return K<RopeMode::kTable>::workspace_bytes(p);
+      case RopeMode::kPos1D: return K<RopeMode::kPos1D>::workspace_bytes(p);
+      default: return 0;
+    }
+  }
+  static GemmStatus run(const GemmRopeEpiParams& p, void* workspace, size_t bytes) {
+    switch (p.mode) {
+      case RopeMode::kNone: return K<RopeMode::kNone>::run(p, workspace, bytes);
+      case RopeMode::kTable: return K<RopeMode::kTable>::run(p, workspace, bytes);
+      case RopeMode::kPos1D: return K<RopeMode::kPos1D>::run(p, workspace, bytes);
+      default: return GemmStatus::kNotSupported;
+    }
+  }
+};
+
+}  // namespace gemm_epi
+}  // namespace vlattn
