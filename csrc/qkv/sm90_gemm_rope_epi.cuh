@@ -109,6 +109,13 @@ class RopeStoreEpilogue {
 
   CUTLASS_DEVICE bool is_source_needed() { return false; }
 
+  // The tile in four phases, so that no global load waits behind a store: a load issued after a store
+  // the compiler cannot prove disjoint is ordered after it, and an epilogue that interleaved them was a
+  // chain of L2 round trips per channel group (fourteenth session, call 1: 10-40 us per tile).
+  //   1. bias (and the rows' positions) for the whole tile, all loads in flight together;
+  //   2. y = bf16(acc + bias), packed two channels per register (the accumulators die here);
+  //   then per row (two per thread): 3. kTable: the row's cos/sin, all loads in flight together;
+  //   4. RoPE and the stores. (Both rows' tables at once spilled 56 B in the 128 x 256 kernel.)
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
             class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
@@ -122,92 +129,122 @@ class RopeStoreEpilogue {
                       decltype(size<0, 2>(acc))::value == TileN / 8,
                   "wgmma 64xN accumulator: (2 columns, 2 row halves, N / 8 column groups)");
     static_assert(TileM == 128, "two consumer warpgroups of 64 rows");
+    constexpr int H = kHeadsPerTile;
 
     auto thr_mma = tiled_mma.get_thread_slice(thread_idx);
     Tensor tCcD = thr_mma.partition_C(make_identity_tensor(make_shape(Int<TileM>{}, Int<TileN>{})));
     auto at = [&](int v0, int v1, int v2) { return make_coord(make_coord(v0, v1, v2), 0, 0); };
 
     const int m0 = int(get<0>(blk_coord_mnkl)) * TileM;
-    const int head0 = int(get<1>(blk_coord_mnkl)) * kHeadsPerTile;
+    const int head0 = int(get<1>(blk_coord_mnkl)) * H;
+    // Channel of column group j (< 8) of head 0, v0 = 0: 8 j + 2 (lane % 4); its partner is group j + 8.
+    auto chan = [&](int j) { return int(get<1>(tCcD(at(0, 0, j)))); };
 
-    // kPos1D: this thread's inverse frequencies (channels 8j + 2 (lane % 4) + v0 of the first half;
-    // the second half repeats them), once per tile.
-    float ifreq[8][2];
-    if constexpr (kMode == RopeMode::kPos1D) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 8; ++j)
-        CUTLASS_PRAGMA_UNROLL
-        for (int v0 = 0; v0 < 2; ++v0) ifreq[j][v0] = qkv::inv_freq(p_.theta, int(get<1>(tCcD(at(v0, 0, j)))), kQkvHeadDim);
-    }
-
+    int b[2], s[2];
+    bool live[2];
     CUTLASS_PRAGMA_UNROLL
     for (int v1 = 0; v1 < 2; ++v1) {
       const int m = m0 + int(get<0>(tCcD(at(0, v1, 0))));
-      if (m >= p_.m) continue;
-      const int b = m / p_.seq;
-      const int s = m - b * p_.seq;
-      int64_t tab = 0, pos = 0;
-      if constexpr (kMode == RopeMode::kTable) tab = b * p_.tab_batch_stride + s * p_.tab_seq_stride;
-      if constexpr (kMode == RopeMode::kPos1D) pos = p_.pos[b * p_.pos_batch_stride + s * p_.pos_seq_stride];
-      __nv_bfloat16* out_row = p_.out + (int64_t(b) * p_.heads * p_.seq + s) * kQkvHeadDim;
-      const int64_t head_stride = int64_t(p_.seq) * kQkvHeadDim;
+      live[v1] = m < p_.m;
+      b[v1] = live[v1] ? m / p_.seq : 0;
+      s[v1] = live[v1] ? m - b[v1] * p_.seq : 0;
+    }
 
+    // 1. Loads: bias of every column this thread holds, the rows' positions.
+    uint32_t bias_raw[H][8][2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < H; ++h)
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 8; ++j) {
-        // Channel d (v0 = 0) of the first half; its partner d + 64 is column group j + 8.
-        const int d = int(get<1>(tCcD(at(0, v1, j))));
-        float c1[2] = {1.0f, 1.0f}, s1[2] = {0.0f, 0.0f}, c2[2] = {1.0f, 1.0f}, s2[2] = {0.0f, 0.0f};
-        if constexpr (kMode == RopeMode::kTable) {
-          // Channels d and d + 1 share a plane (the host requires even section boundaries).
+        const bool ok = p_.bias != nullptr && head0 + h < p_.heads;
+        const __nv_bfloat16* bh = p_.bias + (head0 + h) * kQkvHeadDim + chan(j);
+        bias_raw[h][j][0] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh)) : 0u;
+        bias_raw[h][j][1] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh + kHalf)) : 0u;
+      }
+    int64_t pos[2] = {0, 0};
+    if constexpr (kMode == RopeMode::kPos1D) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v1 = 0; v1 < 2; ++v1)
+        if (live[v1]) pos[v1] = __ldg(p_.pos + b[v1] * p_.pos_batch_stride + s[v1] * p_.pos_seq_stride);
+    }
+
+    // 2. y = bf16(acc + bias): F.linear's one rounding after the bias add.
+    __nv_bfloat162 y[2][H][8][2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int v1 = 0; v1 < 2; ++v1)
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < H; ++h)
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 8; ++j)
+          CUTLASS_PRAGMA_UNROLL
+          for (int half = 0; half < 2; ++half) {
+            const int v2 = h * 16 + j + half * 8;
+            const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias_raw[h][j][half]));
+            y[v1][h][j][half] = __floats2bfloat162_rn(__fadd_rn(acc(at(0, v1, v2)), bb.x),
+                                                      __fadd_rn(acc(at(1, v1, v2)), bb.y));
+          }
+
+    // 4. RoPE (the reference's three roundings) and the head-major stores.
+    const int64_t head_stride = int64_t(p_.seq) * kQkvHeadDim;
+    CUTLASS_PRAGMA_UNROLL
+    for (int v1 = 0; v1 < 2; ++v1) {
+      if (!live[v1]) continue;
+      __nv_bfloat16* out_row = p_.out + (int64_t(b[v1]) * p_.heads * p_.seq + s[v1]) * kQkvHeadDim;
+      // 3. kTable: this row's cos/sin (d and d + 1 share a plane: even section boundaries, host), all
+      // loads in flight together.
+      uint32_t tab[8][4];  // cos first half, sin first half, cos second half, sin second half
+      if constexpr (kMode == RopeMode::kTable) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 8; ++j) {
+          const int d = chan(j);
           const int shift = 2 * (d % 16);
           const int plane1 = (p_.plane_bits[j / 2] >> shift) & 3;
           const int plane2 = (p_.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
-          const int64_t o1 = plane1 * p_.tab_plane_stride + tab + d;
-          const int64_t o2 = plane2 * p_.tab_plane_stride + tab + d + kHalf;
-          const float2 cv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.cos + o1));
-          const float2 sv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.sin + o1));
-          const float2 cv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.cos + o2));
-          const float2 sv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p_.sin + o2));
+          const int64_t row = b[v1] * p_.tab_batch_stride + s[v1] * p_.tab_seq_stride + d;
+          const int64_t o1 = plane1 * p_.tab_plane_stride + row;
+          const int64_t o2 = plane2 * p_.tab_plane_stride + row + kHalf;
+          tab[j][0] = __ldg(reinterpret_cast<const unsigned int*>(p_.cos + o1));
+          tab[j][1] = __ldg(reinterpret_cast<const unsigned int*>(p_.sin + o1));
+          tab[j][2] = __ldg(reinterpret_cast<const unsigned int*>(p_.cos + o2));
+          tab[j][3] = __ldg(reinterpret_cast<const unsigned int*>(p_.sin + o2));
+        }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        const int d = chan(j);
+        float c1[2] = {1.0f, 1.0f}, s1[2] = {0.0f, 0.0f}, c2[2] = {1.0f, 1.0f}, s2[2] = {0.0f, 0.0f};
+        if constexpr (kMode == RopeMode::kTable) {
+          const float2 cv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][0]));
+          const float2 sv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][1]));
+          const float2 cv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][2]));
+          const float2 sv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][3]));
           c1[0] = cv1.x, c1[1] = cv1.y, s1[0] = sv1.x, s1[1] = sv1.y;
           c2[0] = cv2.x, c2[1] = cv2.y, s2[0] = sv2.x, s2[1] = sv2.y;
         } else if constexpr (kMode == RopeMode::kPos1D) {
+          // Frequency index d + v0 (< 64); the second half repeats the first half's angles.
           CUTLASS_PRAGMA_UNROLL
           for (int v0 = 0; v0 < 2; ++v0) {
-            qkv::pos_cos_sin(pos, ifreq[j][v0], c1[v0], s1[v0]);
+            qkv::pos_cos_sin(pos[v1], qkv::inv_freq(p_.theta, d + v0, kQkvHeadDim), c1[v0], s1[v0]);
             c2[v0] = c1[v0];
             s2[v0] = s1[v0];
           }
         }
         CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < kHeadsPerTile; ++h) {
+        for (int h = 0; h < H; ++h) {
           const int head = head0 + h;
           if (head >= p_.heads) break;
-          float y1[2], y2[2];
-          float2 bias1 = make_float2(0.0f, 0.0f), bias2 = make_float2(0.0f, 0.0f);
-          if (p_.bias != nullptr) {
-            const __nv_bfloat16* bh = p_.bias + head * kQkvHeadDim + d;
-            bias1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bh));
-            bias2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bh + kHalf));
-          }
-          // F.linear's one rounding after the bias add.
-          y1[0] = qkv::bf(__fadd_rn(acc(at(0, v1, h * 16 + j)), bias1.x));
-          y1[1] = qkv::bf(__fadd_rn(acc(at(1, v1, h * 16 + j)), bias1.y));
-          y2[0] = qkv::bf(__fadd_rn(acc(at(0, v1, h * 16 + j + 8)), bias2.x));
-          y2[1] = qkv::bf(__fadd_rn(acc(at(1, v1, h * 16 + j + 8)), bias2.y));
-          float o1[2], o2[2];
-          CUTLASS_PRAGMA_UNROLL
-          for (int v0 = 0; v0 < 2; ++v0) {
-            if constexpr (kMode == RopeMode::kNone) {
-              o1[v0] = y1[v0];
-              o2[v0] = y2[v0];
-            } else {  // rotate-half: first half reads -x[c + 64], second half x[c - 64]
-              o1[v0] = qkv::rope_combine(y1[v0], -y2[v0], c1[v0], s1[v0]);
-              o2[v0] = qkv::rope_combine(y2[v0], y1[v0], c2[v0], s2[v0]);
-            }
+          const float2 y1 = __bfloat1622float2(y[v1][h][j][0]);
+          const float2 y2 = __bfloat1622float2(y[v1][h][j][1]);
+          __nv_bfloat162 o1 = y[v1][h][j][0], o2 = y[v1][h][j][1];
+          if constexpr (kMode != RopeMode::kNone) {  // rotate-half: first half reads -x[c + 64], second x[c - 64]
+            o1 = __floats2bfloat162_rn(qkv::rope_combine(y1.x, -y2.x, c1[0], s1[0]),
+                                       qkv::rope_combine(y1.y, -y2.y, c1[1], s1[1]));
+            o2 = __floats2bfloat162_rn(qkv::rope_combine(y2.x, y1.x, c2[0], s2[0]),
+                                       qkv::rope_combine(y2.y, y1.y, c2[1], s2[1]));
           }
           __nv_bfloat16* dst = out_row + head * head_stride + d;
-          *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(o1[0], o1[1]);
-          *reinterpret_cast<__nv_bfloat162*>(dst + kHalf) = __floats2bfloat162_rn(o2[0], o2[1]);
+          *reinterpret_cast<__nv_bfloat162*>(dst) = o1;
+          *reinterpret_cast<__nv_bfloat162*>(dst + kHalf) = o2;
         }
       }
     }
