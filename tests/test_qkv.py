@@ -437,11 +437,11 @@ def test_gemm_rope_pass_head_runs():
 @pytest.mark.parametrize("batch,seq,bias", [(1, 1024, True), (2, 550, False), (3, 777, True)],
                          ids=["B1-S1024", "B2-S550-nobias", "B3-S777"])
 def test_gemm_epilogue_exact(batch, seq, bias):
-    """From 1024 rows config "gemm" runs the groups whose RoPE pairs channels c and c +- 64 (007's q and
-    k, 034's q, and both v) on CUTLASS GEMMs whose epilogue applies bias, RoPE and the head-major store
-    in registers (qkv/gemm_rope_epi.h); 034's k keeps the RoPE pass. Exact GEMM -> every bit equals the
-    reference: rows that cross batches and end inside a tile, odd head counts (the 128 x 256 tile's second
-    head out of range), no bias, both mRoPE splits, positions up to 8191."""
+    """From 1024 rows config "gemm" runs the groups with table RoPE or none (007's q, k and v, 034's v) on
+    CUTLASS GEMMs whose epilogue applies bias, RoPE and the head-major store in registers
+    (qkv/gemm_rope_epi.h); 034's q and k keep the RoPE pass, alone or with v. Exact GEMM -> every bit
+    equals the reference: rows that cross batches and end inside a tile, odd head counts (a 256-column
+    tile's second head out of range), no bias, both mRoPE splits, positions up to 8191."""
     for section in (SEED_SECTION, HF_SECTION):
         args = mrope_case(batch, seq, hidden=256, hq=9, hkv=3, integer=True, tables="randn", bias=bias)
         for got, ref, name in zip(run_mrope(args, section, "gemm"), ref_mrope(args, section), "qkv"):

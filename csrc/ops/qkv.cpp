@@ -314,23 +314,25 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
-// VLATTN_QKV_GEMM_EPI=0 (read once): every group of config "gemm" through y and the RoPE pass, as
-// before the fourteenth session. Default: groups whose RoPE pairs channels c and c +- 64 (kTable,
-// kPos1D, and kNone) run the GEMM whose epilogue applies the bias, the RoPE and the head-major store
-// (qkv/gemm_rope_epi.h) from kQkvGemmMinRows rows; 034's K (kPos3D) keeps the pass.
-bool gemm_epi_enabled() {
-  static const bool enabled = [] {
+// VLATTN_QKV_GEMM_EPI (read once): 0 = every group of config "gemm" through y and the RoPE pass, as
+// before the fourteenth session; 1 (default) = groups with table RoPE or none (007's q, k, v; 034's v)
+// from kQkvGemmMinRows rows on the GEMM whose epilogue applies bias, RoPE and the head-major store
+// (qkv/gemm_rope_epi.h), 64 x 256 ping-pong tiles; 2 = the same on 128 x 256 cooperative tiles.
+// 034's q (1-D positions) and k (t/h/w segments) keep the pass.
+int gemm_epi_mode() {
+  static const int mode = [] {
     const char* env = std::getenv("VLATTN_QKV_GEMM_EPI");
-    return env == nullptr || env[0] != '0';
+    if (env == nullptr) return 1;
+    return env[0] == '0' ? 0 : env[0] == '2' ? 2 : 1;
   }();
-  return enabled;
+  return mode;
 }
 
-// Whether group g's projection can take the epilogue GEMM: a full-head rotate-half or no RoPE, 4-byte
-// aligned bias and tables (channel pairs are read as bf16x2), even table strides, and every even
+// Whether group g's projection can take the epilogue GEMM: table RoPE (full-head rotate-half) or none,
+// 4-byte aligned bias and tables (channel pairs are read as bf16x2), even table strides, and every even
 // channel in the same mrope plane as the next one.
 bool epi_supported(const QkvParams& p, const QkvGroup& g) {
-  if (g.rope != RopeMode::kNone && g.rope != RopeMode::kTable && g.rope != RopeMode::kPos1D) return false;
+  if (g.rope != RopeMode::kNone && g.rope != RopeMode::kTable) return false;
   if (reinterpret_cast<uintptr_t>(g.bias) % 4 != 0 || p.seq <= 0) return false;
   if (g.rope == RopeMode::kTable) {
     const QkvRope& r = p.rope;
@@ -339,7 +341,7 @@ bool epi_supported(const QkvParams& p, const QkvGroup& g) {
     for (int c = 0; c < kQkvHeadDim; c += 2)
       if (r.plane_of_channel[c] != r.plane_of_channel[c + 1]) return false;
   }
-  return g.rope != RopeMode::kPos1D || p.rope.pos != nullptr;
+  return true;
 }
 
 GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmParams& gp) {
@@ -357,11 +359,6 @@ GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmPa
     e.tab_seq_stride = p.rope.tab_seq_stride;
     for (int c = 0; c < kQkvHeadDim; ++c)
       e.plane_bits[c / 16] |= uint32_t(p.rope.plane_of_channel[c] & 3) << (2 * (c % 16));
-  } else if (g.rope == RopeMode::kPos1D) {
-    e.pos = p.rope.pos;
-    e.pos_batch_stride = p.rope.pos_batch_stride;
-    e.pos_seq_stride = p.rope.pos_seq_stride;
-    e.theta = p.rope.theta;
   }
   return e;
 }
@@ -383,7 +380,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;
   for (int g = 0; g < p.num_groups; ++g) {
-    epi[g] = gemm_epi_enabled() && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
+    epi[g] = gemm_epi_mode() != 0 && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
     n_epi += epi[g] ? 1 : 0;
   }
   if (n_epi > 0) outs.materialize(&p);
@@ -436,7 +433,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     gp.stream = on_side ? side_stream->stream() : p.stream;
     if (epi[g]) {
       const GemmRopeEpiParams e = epi_params(p, grp, gp);
-      const GemmEpiTile tile = gemm_rope_epi_tile(p.m, n, p.sm_count, concurrent);
+      const GemmEpiTile tile = gemm_epi_mode() == 2 ? GemmEpiTile::k128x256c2 : GemmEpiTile::k64x256pp;
       GemmStatus status;
       if (on_side) {
         const c10::cuda::CUDAStreamGuard on(*side_stream);
@@ -446,7 +443,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
       }
       VLATTN_HOST_MARK("qkv.gemm_rope.gemm_epi");
       TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue (tile ",
-                  tile == GemmEpiTile::k128x256c2 ? "128x256 c2x1" : "128x128", ") failed for M=", num(p.m), " N=",
+                  tile == GemmEpiTile::k128x256c2 ? "128x256 cooperative" : "64x256 ping-pong", ") failed for M=", num(p.m), " N=",
                   num(n), " K=", num(p.k), ": ", gemm_status_string(status));
       continue;
     }

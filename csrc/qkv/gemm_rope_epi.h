@@ -4,9 +4,10 @@
 // fills the parameters, csrc/qkv/qkv_gemm_epi_*.cu instantiate the kernels.
 //
 // The epilogue works on the wgmma accumulators in registers: a thread holds columns c and c + 64 of
-// every head of its rows, so the full-head rotate-half pairs (RopeMode kTable, kPos1D) and kNone need
-// no data exchange. kPos3D (034's t/h/w segments pair c with c +- 21 / 22, held by other lanes) is not
-// supported here: that group keeps the GEMM + RoPE-pass path.
+// every head of its rows, so the full-head rotate-half pairs (RopeMode kTable) and kNone need no data
+// exchange. kPos3D (034's t/h/w segments pair c with c +- 21 / 22, held by other lanes) is not supported
+// here, and kPos1D is not built (its cos/sin computed in the epilogue measured slower than the pass):
+// those groups keep the GEMM + RoPE-pass path.
 //
 // Numerics are the two-pass path's, element for element: y = bf16(acc + bias) (F.linear's rounding),
 // then out = bf16(bf16(y * cos) + bf16(rot(y) * sin)) with the same cos/sin (tables, or fp32 angles
@@ -38,34 +39,22 @@ struct GemmRopeEpiParams {
   float theta = 10000.0f;
 };
 
-// The epilogue kernels' tiles: 128 x 256 cooperative in 2-CTA clusters along M (vlattn.linear's large
-// tile) and 128 x 128 cooperative. Both cover whole heads (tile N a multiple of 128).
-enum class GemmEpiTile : int32_t { k128x256c2 = 0, k128x128 = 1 };
+// The epilogue kernels' tiles, both in 2-CTA clusters along M (the weight tile multicast): 64 x 256
+// ping-pong (one warpgroup's epilogue runs under the other's mainloop) and 128 x 256 cooperative
+// (vlattn.linear's large tile; its epilogue sits between two mainloops). Both cover whole heads.
+enum class GemmEpiTile : int32_t { k64x256pp = 0, k128x256c2 = 1 };
 
+size_t gemm_rope_epi_workspace_64x256pp(const GemmRopeEpiParams& p);
+GemmStatus gemm_rope_epi_run_64x256pp(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 size_t gemm_rope_epi_workspace_128x256c2(const GemmRopeEpiParams& p);
 GemmStatus gemm_rope_epi_run_128x256c2(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
-size_t gemm_rope_epi_workspace_128x128(const GemmRopeEpiParams& p);
-GemmStatus gemm_rope_epi_run_128x128(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 
 inline size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p, GemmEpiTile tile) {
-  return tile == GemmEpiTile::k128x256c2 ? gemm_rope_epi_workspace_128x256c2(p) : gemm_rope_epi_workspace_128x128(p);
+  return tile == GemmEpiTile::k128x256c2 ? gemm_rope_epi_workspace_128x256c2(p) : gemm_rope_epi_workspace_64x256pp(p);
 }
 inline GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, GemmEpiTile tile, void* workspace, size_t bytes) {
   return tile == GemmEpiTile::k128x256c2 ? gemm_rope_epi_run_128x256c2(p, workspace, bytes)
-                                         : gemm_rope_epi_run_128x128(p, workspace, bytes);
-}
-
-// The tile by vlattn.linear's wave model (whole waves x tile area / efficiency, with `concurrent`
-// equal GEMMs sharing the machine), restricted to these two tiles, with gemm_configs.py's efficiencies
-// of their plain twins (t128x256x64_c2x1_coop 1.0, t128x128x64_c1x1_coop 0.95).
-inline GemmEpiTile gemm_rope_epi_tile(int64_t m, int64_t n, int sm_count, int concurrent) {
-  const int64_t sms = sm_count > 0 ? sm_count : 1;
-  const int64_t c = concurrent > 1 ? concurrent : 1;
-  auto cost = [&](int64_t tm, int64_t tn, double eff) {
-    const int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
-    return double((tiles * c + sms - 1) / sms * tm * tn) / eff;
-  };
-  return cost(128, 256, 1.0) <= cost(128, 128, 0.95) ? GemmEpiTile::k128x256c2 : GemmEpiTile::k128x128;
+                                         : gemm_rope_epi_run_64x256pp(p, workspace, bytes);
 }
 
 }  // namespace vlattn

@@ -5,7 +5,7 @@
 
 namespace vlattn {
 
-using GemmRopeEpi128x256c2 = gemm_epi::GemmRopeEpiTile<128, 256, 2>;
+using GemmRopeEpi128x256c2 = gemm_epi::GemmRopeEpiTile<128, 256, 2, true>;
 
 size_t gemm_rope_epi_workspace_128x256c2(const GemmRopeEpiParams& p) { return GemmRopeEpi128x256c2::workspace_bytes(p); }
 

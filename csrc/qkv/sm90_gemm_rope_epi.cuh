@@ -128,7 +128,7 @@ class RopeStoreEpilogue {
     static_assert(decltype(size<0, 0>(acc))::value == 2 && decltype(size<0, 1>(acc))::value == 2 &&
                       decltype(size<0, 2>(acc))::value == TileN / 8,
                   "wgmma 64xN accumulator: (2 columns, 2 row halves, N / 8 column groups)");
-    static_assert(TileM == 128, "two consumer warpgroups of 64 rows");
+    static_assert(TileM == 64 || TileM == 128, "64 rows per consumer warpgroup");
     constexpr int H = kHeadsPerTile;
 
     auto thr_mma = tiled_mma.get_thread_slice(thread_idx);
@@ -254,8 +254,10 @@ class RopeStoreEpilogue {
   Params p_;
 };
 
-// The GEMM: vlattn.linear's cooperative persistent kernel with the epilogue above.
-template <RopeMode kMode, int TileM, int TileN, int ClusterM>
+// The GEMM: CUTLASS's persistent TMA warp-specialized kernel with the epilogue above, cooperative (both
+// consumer warpgroups on one 128-row tile, the epilogue between two mainloops) or ping-pong (a 64-row
+// tile per warpgroup, one warpgroup's epilogue under the other's mainloop).
+template <RopeMode kMode, int TileM, int TileN, int ClusterM, bool kCoop>
 struct Sm90GemmRopeEpi {
   using Element = cutlass::bfloat16_t;
   static constexpr int kAlignment = 16 / sizeof(Element);
@@ -268,7 +270,8 @@ struct Sm90GemmRopeEpi {
       cutlass::layout::ColumnMajor, kAlignment, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      cute::conditional_t<kCoop, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                          cutlass::gemm::KernelTmaWarpSpecializedPingpong>>::CollectiveOp;
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                           CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
@@ -343,17 +346,19 @@ struct Sm90GemmRopeEpi {
   }
 };
 
-// One tile's three modes behind one entry (the mode is a run-time property of the group).
-template <int TileM, int TileN, int ClusterM>
+// One tile's modes behind one entry (the mode is a run-time property of the group). kPos1D is not
+// instantiated: its in-epilogue cos/sin (fp32 angles, accurate cosf/sinf, 32 per thread and tile) cost
+// ~50 us per 128 x 256 tile on the H200, latency-bound at two warps per scheduler (fourteenth session,
+// call 2), more than the RoPE pass it replaces.
+template <int TileM, int TileN, int ClusterM, bool kCoop>
 struct GemmRopeEpiTile {
   template <RopeMode kMode>
-  using K = Sm90GemmRopeEpi<kMode, TileM, TileN, ClusterM>;
+  using K = Sm90GemmRopeEpi<kMode, TileM, TileN, ClusterM, kCoop>;
 
   static size_t workspace_bytes(const GemmRopeEpiParams& p) {
     switch (p.mode) {
       case RopeMode::kNone: return K<RopeMode::kNone>::workspace_bytes(p);
       case RopeMode::kTable: return K<RopeMode::kTable>::workspace_bytes(p);
-      case RopeMode::kPos1D: return K<RopeMode::kPos1D>::workspace_bytes(p);
       default: return 0;
     }
   }
@@ -361,7 +366,6 @@ struct GemmRopeEpiTile {
     switch (p.mode) {
       case RopeMode::kNone: return K<RopeMode::kNone>::run(p, workspace, bytes);
       case RopeMode::kTable: return K<RopeMode::kTable>::run(p, workspace, bytes);
-      case RopeMode::kPos1D: return K<RopeMode::kPos1D>::run(p, workspace, bytes);
       default: return GemmStatus::kNotSupported;
     }
   }
