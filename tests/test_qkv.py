@@ -433,32 +433,52 @@ def test_gemm_rope_pass_head_runs():
         assert_bitwise(got, ref, f"{name} 034 4300 rows gemm")
 
 
+_GEMM_EPI_EXACT_SCRIPT = r"""
+import sys, torch, vlattn
+cases = torch.load(sys.argv[2])
+outs = []
+for kind, args, extra in cases:
+    args = {k: v.cuda() for k, v in args.items()}
+    fn = vlattn.mrope_qkv if kind == "007" else vlattn.vision_qkv
+    outs += [t.cpu() for t in fn(*args.values(), config="gemm", **extra)]
+torch.save(outs, sys.argv[1])
+"""
+
+
 @requires_sm90
-@pytest.mark.parametrize("batch,seq,bias", [(1, 1024, True), (2, 550, False), (3, 777, True)],
-                         ids=["B1-S1024", "B2-S550-nobias", "B3-S777"])
-def test_gemm_epilogue_exact(batch, seq, bias):
-    """From 1024 rows config "gemm" runs the groups with table RoPE or none (007's q, k and v, 034's v) on
-    CUTLASS GEMMs whose epilogue applies bias, RoPE and the head-major store in registers
-    (qkv/gemm_rope_epi.h); 034's q and k keep the RoPE pass, alone or with v. Exact GEMM -> every bit
-    equals the reference: rows that cross batches and end inside a tile, odd head counts (a 256-column
-    tile's second head out of range), no bias, both mRoPE splits, positions up to 8191."""
+@pytest.mark.parametrize("batch,seq,bias", [(1, 1024, True), (2, 550, False), (3, 1400, True)],
+                         ids=["B1-S1024", "B2-S550-nobias", "B3-S1400"])
+def test_gemm_epilogue_exact(batch, seq, bias, tmp_path):
+    """Config "gemm" with every group that can take it on the GEMM whose epilogue applies bias, table
+    RoPE and the head-major store in registers (VLATTN_QKV_GEMM_EPI=2: 007's q, k, v and 034's v from
+    1024 rows; 034's q and k keep the RoPE pass). Exact GEMM -> every bit equals the reference: rows that
+    cross batches and end inside a tile, odd head counts (a 256-column tile's second head out of range),
+    no bias, both mRoPE splits. Run in a fresh process: the switch is read once."""
+    cases, refs = [], []
     for section in (SEED_SECTION, HF_SECTION):
         args = mrope_case(batch, seq, hidden=256, hq=9, hkv=3, integer=True, tables="randn", bias=bias)
-        for got, ref, name in zip(run_mrope(args, section, "gemm"), ref_mrope(args, section), "qkv"):
-            assert_bitwise(got, ref, f"{name} 007 B={batch} S={seq} section={section} gemm")
+        cases.append(("007", {k: v.cpu() for k, v in args.items()}, {"mrope_section": section}))
+        refs += [(r, f"{n} 007 section={section}") for r, n in zip(ref_mrope(args, section), "qkv")]
     cargs = cross_case(batch, seq, seq + 131, hidden=256, hq=9, hkv=3, integer=True, positions="random", bias=bias)
-    for got, ref, name in zip(run_cross(cargs, "gemm"), ref_cross(cargs), "qkv"):
-        assert_bitwise(got, ref, f"{name} 034 B={batch} Lq={seq} gemm")
+    cases.append(("034", {k: v.cpu() for k, v in cargs.items()}, {}))
+    refs += [(r, f"{n} 034") for r, n in zip(ref_cross(cargs), "qkv")]
+    torch.save(cases, tmp_path / "cases.pt")
+    outs = outputs_in_subprocess(_GEMM_EPI_EXACT_SCRIPT, tmp_path / "outs.pt", {"VLATTN_QKV_GEMM_EPI": "2"},
+                                 tmp_path / "cases.pt")
+    assert len(outs) == len(refs)
+    for got, (ref, what) in zip(outs, refs):
+        assert_bitwise(got, ref.cpu(), f"{what} B={batch} S={seq} gemm, RoPE epilogue")
 
 
 _GEMM_EPI_SCRIPT = r"""
 import sys, torch, vlattn
 torch.manual_seed(int(sys.argv[2]))
 outs = []
-x = torch.randn(2, 1100, 512, dtype=torch.bfloat16, device="cuda")
+# 007 at 2 x 2100 rows: inside the default rule's 4096-8191 rows.
+x = torch.randn(2, 2100, 512, dtype=torch.bfloat16, device="cuda")
 w = [torch.randn(h * 128, 512, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (10, 2, 2)]
 b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (10, 2, 2)]
-cos, sin = torch.randn(2, 3, 2, 1100, 128, dtype=torch.bfloat16, device="cuda")
+cos, sin = torch.randn(2, 3, 2, 2100, 128, dtype=torch.bfloat16, device="cuda")
 outs += list(vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin, config="gemm"))
 lang = torch.randn(1, 1500, 512, dtype=torch.bfloat16, device="cuda")
 vis = torch.randn(1, 2100, 512, dtype=torch.bfloat16, device="cuda")
@@ -474,11 +494,18 @@ torch.save([t.cpu() for t in outs], sys.argv[1])
 
 @requires_sm90
 def test_gemm_epilogue_is_bitwise_neutral(tmp_path, rng_seed):
-    """Config "gemm" with the RoPE in the GEMM epilogue (default from 1024 rows) gives the bits of the
-    GEMM + RoPE pass path (VLATTN_QKV_GEMM_EPI=0) on random (not exactly representable) inputs: the
-    same tiles, the same fp32 accumulators, the same roundings."""
-    assert_switch_bitwise_neutral(_GEMM_EPI_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_EPI", 6,
-                                  "RoPE in the GEMM epilogue vs the RoPE pass")
+    """Config "gemm" with the RoPE in the GEMM epilogue gives the bits of the GEMM + RoPE pass path
+    (VLATTN_QKV_GEMM_EPI=0) on random (not exactly representable) inputs, both by the default rule (007
+    at 4200 rows) and everywhere it can run (=2: 034's v too): the same fp32 accumulators, the same
+    roundings."""
+    off = outputs_in_subprocess(_GEMM_EPI_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_GEMM_EPI": "0"}, rng_seed)
+    for value in ("1", "2"):
+        on = outputs_in_subprocess(_GEMM_EPI_SCRIPT, tmp_path / f"on{value}.pt", {"VLATTN_QKV_GEMM_EPI": value},
+                                   rng_seed)
+        assert len(on) == len(off) == 6
+        for i, (a, b) in enumerate(zip(on, off)):
+            assert torch.isfinite(a.float()).all(), f"output {i} not finite"
+            assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): RoPE epilogue ({value}) vs the RoPE pass")
 
 
 @requires_sm90

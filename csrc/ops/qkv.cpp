@@ -314,11 +314,9 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
-// VLATTN_QKV_GEMM_EPI (read once): 0 = every group of config "gemm" through y and the RoPE pass, as
-// before the fourteenth session; 1 (default) = groups with table RoPE or none (007's q, k, v; 034's v)
-// from kQkvGemmMinRows rows on the GEMM whose epilogue applies bias, RoPE and the head-major store
-// (qkv/gemm_rope_epi.h), 64 x 256 ping-pong tiles; 2 = the same on 128 x 256 cooperative tiles.
-// 034's q (1-D positions) and k (t/h/w segments) keep the pass.
+// VLATTN_QKV_GEMM_EPI (read once): 0 = every group of config "gemm" through y and the RoPE pass; 1
+// (default) = the measured rule qkv_gemm_epi_rows for launches whose groups all take the epilogue
+// GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows (A/B).
 int gemm_epi_mode() {
   static const int mode = [] {
     const char* env = std::getenv("VLATTN_QKV_GEMM_EPI");
@@ -363,12 +361,12 @@ GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmPa
   return e;
 }
 
-GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, GemmEpiTile tile, const at::TensorOptions& like) {
-  const size_t ws_bytes = gemm_rope_epi_workspace(e, tile);
+GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, const at::TensorOptions& like) {
+  const size_t ws_bytes = gemm_rope_epi_workspace(e);
   at::Tensor workspace;  // from the caching allocator (the current stream's): capturable
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
   RECORD_USER_SCOPE("vlattn.gemm_epi.run");
-  return gemm_rope_epi_run(e, tile, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
+  return gemm_rope_epi_run(e, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
 }
 
 // With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer; returns
@@ -379,9 +377,14 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   // go through y and the RoPE pass. y holds rest's groups only.
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;
+  const int mode = gemm_epi_mode();
   for (int g = 0; g < p.num_groups; ++g) {
-    epi[g] = gemm_epi_mode() != 0 && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
+    epi[g] = mode != 0 && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
     n_epi += epi[g] ? 1 : 0;
+  }
+  if (mode == 1 && (n_epi < p.num_groups || !qkv_gemm_epi_rows(p.m))) {
+    for (bool& e : epi) e = false;
+    n_epi = 0;
   }
   if (n_epi > 0) outs.materialize(&p);
   QkvParams rest = p;
@@ -433,18 +436,16 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     gp.stream = on_side ? side_stream->stream() : p.stream;
     if (epi[g]) {
       const GemmRopeEpiParams e = epi_params(p, grp, gp);
-      const GemmEpiTile tile = gemm_epi_mode() == 2 ? GemmEpiTile::k128x256c2 : GemmEpiTile::k64x256pp;
       GemmStatus status;
       if (on_side) {
         const c10::cuda::CUDAStreamGuard on(*side_stream);
-        status = run_gemm_epi(e, tile, x.options());
+        status = run_gemm_epi(e, x.options());
       } else {
-        status = run_gemm_epi(e, tile, x.options());
+        status = run_gemm_epi(e, x.options());
       }
       VLATTN_HOST_MARK("qkv.gemm_rope.gemm_epi");
-      TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue (tile ",
-                  tile == GemmEpiTile::k128x256c2 ? "128x256 cooperative" : "64x256 ping-pong", ") failed for M=", num(p.m), " N=",
-                  num(n), " K=", num(p.k), ": ", gemm_status_string(status));
+      TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue failed for M=",
+                  num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
       continue;
     }
     // vlattn.linear's wave model (gemm_analytic_pick); a stream-K-only build runs its first config.

@@ -10,8 +10,8 @@
 // those groups keep the GEMM + RoPE-pass path.
 //
 // Numerics are the two-pass path's, element for element: y = bf16(acc + bias) (F.linear's rounding),
-// then out = bf16(bf16(y * cos) + bf16(rot(y) * sin)) with the same cos/sin (tables, or fp32 angles
-// with accurate cosf/sinf): the same bits as config "gemm" for the same accumulators.
+// then out = bf16(bf16(y * cos) + bf16(rot(y) * sin)) with the same table cos/sin: the same bits as
+// config "gemm" for the same accumulators. When it runs: qkv_gemm_epi_rows (qkv/qkv_config.h).
 #pragma once
 
 #include <cstddef>
@@ -33,28 +33,12 @@ struct GemmRopeEpiParams {
   const void* sin = nullptr;
   int64_t tab_plane_stride = 0, tab_batch_stride = 0, tab_seq_stride = 0;
   uint32_t plane_bits[kQkvHeadDim / 16] = {};
-  // kPos1D: int64 pos[b * pos_batch_stride + s * pos_seq_stride]; inv_freq = 1 / theta^(2f / 128).
-  const int64_t* pos = nullptr;
-  int64_t pos_batch_stride = 0, pos_seq_stride = 0;
-  float theta = 10000.0f;
 };
 
-// The epilogue kernels' tiles, both in 2-CTA clusters along M (the weight tile multicast): 64 x 256
-// ping-pong (one warpgroup's epilogue runs under the other's mainloop) and 128 x 256 cooperative
-// (vlattn.linear's large tile; its epilogue sits between two mainloops). Both cover whole heads.
-enum class GemmEpiTile : int32_t { k64x256pp = 0, k128x256c2 = 1 };
-
-size_t gemm_rope_epi_workspace_64x256pp(const GemmRopeEpiParams& p);
-GemmStatus gemm_rope_epi_run_64x256pp(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
-size_t gemm_rope_epi_workspace_128x256c2(const GemmRopeEpiParams& p);
-GemmStatus gemm_rope_epi_run_128x256c2(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
-
-inline size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p, GemmEpiTile tile) {
-  return tile == GemmEpiTile::k128x256c2 ? gemm_rope_epi_workspace_128x256c2(p) : gemm_rope_epi_workspace_64x256pp(p);
-}
-inline GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, GemmEpiTile tile, void* workspace, size_t bytes) {
-  return tile == GemmEpiTile::k128x256c2 ? gemm_rope_epi_run_128x256c2(p, workspace, bytes)
-                                         : gemm_rope_epi_run_64x256pp(p, workspace, bytes);
-}
+// The kernel: 64 x 256 ping-pong tiles in 2-CTA clusters along M (the weight tile multicast to both):
+// one consumer warpgroup's epilogue runs under the other's mainloop. (A 128 x 256 cooperative variant,
+// epilogue between two mainloops, measured 1-9% slower per layer: bench/NOTES.md, fourteenth session.)
+size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p);
+GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 
 }  // namespace vlattn

@@ -44,6 +44,15 @@ enum class QkvConfig : int32_t {
 // 103.6-104.0 at 007 M=1024, 875 vs 1066 at M=16384; 034 Lq 512 | Lv 784 137.0 vs 127.6 (fused wins).
 constexpr int64_t kQkvGemmMinRows = 1024;
 
+// Rows of a launch for which config kGemmRope runs its projections on the GEMM whose epilogue applies
+// bias, RoPE and the head-major store (qkv/gemm_rope_epi.h: 64 x 256 ping-pong tiles) instead of
+// CUTLASS's TMA-store epilogue into y plus the RoPE pass, when every group of the launch takes table
+// RoPE or none (007). H200, 2026-12-01 (bench/NOTES.md fourteenth session call 3, graph replay, pass ->
+// epilogue): 4096 rows -2.1 to -3.9% per layer (007 B1 S4096, B4 S1024, B8 S512); 2048 rows +2.0%, 16384
+// and 17312 rows +1.0 and +1.4% (the 64 x 256 ping-pong mainloop is slower than the 128 x 256
+// cooperative one by more than the pass costs there); 034's v alone (its k keeps the pass) +1.8%.
+inline bool qkv_gemm_epi_rows(int64_t m) { return m >= 4096 && m < 8192; }
+
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against
 // the SM count. heads: the launch's total heads (Q + K + V groups); even_groups: every group has an
 // even head count (the 128 x 256 head-pair tiles need it). Measured on the H200: bench/NOTES.md run 7.

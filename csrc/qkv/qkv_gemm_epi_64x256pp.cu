@@ -1,5 +1,5 @@
 // Projection GEMM with the RoPE + head-major epilogue (qkv/gemm_rope_epi.h): 64 x 256 ping-pong tiles
-// in 2-CTA clusters along M, one translation unit per tile.
+// in 2-CTA clusters along M.
 #define CUTLASS_ENABLE_GDC_FOR_SM90 1
 #include "qkv/sm90_gemm_rope_epi.cuh"
 
@@ -7,9 +7,9 @@ namespace vlattn {
 
 using GemmRopeEpi64x256pp = gemm_epi::GemmRopeEpiTile<64, 256, 2, false>;
 
-size_t gemm_rope_epi_workspace_64x256pp(const GemmRopeEpiParams& p) { return GemmRopeEpi64x256pp::workspace_bytes(p); }
+size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p) { return GemmRopeEpi64x256pp::workspace_bytes(p); }
 
-GemmStatus gemm_rope_epi_run_64x256pp(const GemmRopeEpiParams& p, void* workspace, size_t bytes) {
+GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, void* workspace, size_t bytes) {
   return GemmRopeEpi64x256pp::run(p, workspace, bytes);
 }
 

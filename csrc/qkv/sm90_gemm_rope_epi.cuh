@@ -2,8 +2,8 @@
 // out[b, head, s, :] = RoPE(bf16(X . W^T + bias)) for one group, written head-major, no y round trip
 // and no second pass.
 //
-// Assembled from CUTLASS 3.x pieces: the TMA + wgmma cooperative mainloop and persistent tile
-// scheduler of vlattn.linear's configs (kernels/sm90_gemm.cuh), and our own collective epilogue
+// Assembled from CUTLASS 3.x pieces: the TMA + wgmma mainloop and persistent tile scheduler of
+// vlattn.linear's configs (kernels/sm90_gemm.cuh), and our own collective epilogue
 // (RopeStoreEpilogue below) behind CUTLASS's adapter for epilogues without shared memory
 // (Sm90TmaWarpSpecializedAdapter), which calls it with each tile's accumulators in registers.
 //
@@ -34,7 +34,7 @@
 #include "launch/pdl.h"
 #include "launch/smem_attr.h"
 #include "qkv/gemm_rope_epi.h"
-#include "qkv/rope_math.cuh"
+#include "qkv/rope_math.cuh"  // bf, rope_combine
 
 namespace vlattn {
 namespace gemm_epi {
@@ -50,15 +50,14 @@ struct EpiParams {
   const __nv_bfloat16* sin = nullptr;
   int64_t tab_plane_stride = 0, tab_batch_stride = 0, tab_seq_stride = 0;
   uint32_t plane_bits[kQkvHeadDim / 16] = {};
-  const int64_t* pos = nullptr;
-  int64_t pos_batch_stride = 0, pos_seq_stride = 0;
-  float theta = 10000.0f;
 };
 
 template <RopeMode kMode, int TileM, int TileN>
 class RopeStoreEpilogue {
-  static_assert(kMode == RopeMode::kNone || kMode == RopeMode::kTable || kMode == RopeMode::kPos1D,
-                "the register epilogue pairs channels c and c +- 64 only");
+  // Table RoPE or none. (1-D positions would pair channels the same way, but their cos/sin computed
+  // here cost ~50 us per 128 x 256 tile, latency-bound at two warps per scheduler: fourteenth session.)
+  static_assert(kMode == RopeMode::kNone || kMode == RopeMode::kTable,
+                "the register epilogue takes table RoPE or none");
   static_assert(TileN % kQkvHeadDim == 0, "a tile covers whole heads");
   static constexpr int kHeadsPerTile = TileN / kQkvHeadDim;
   static constexpr int kHalf = kQkvHeadDim / 2;
@@ -100,8 +99,7 @@ class RopeStoreEpilogue {
            (kMode != RopeMode::kTable ||
             (a.cos != nullptr && a.sin != nullptr && reinterpret_cast<uintptr_t>(a.cos) % 4 == 0 &&
              reinterpret_cast<uintptr_t>(a.sin) % 4 == 0 && a.tab_plane_stride % 2 == 0 &&
-             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0)) &&
-           (kMode != RopeMode::kPos1D || a.pos != nullptr);
+             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0));
   }
 
   CUTLASS_HOST_DEVICE explicit RopeStoreEpilogue(Params const& params, SharedStorage const& = SharedStorage())
@@ -112,7 +110,7 @@ class RopeStoreEpilogue {
   // The tile in four phases, so that no global load waits behind a store: a load issued after a store
   // the compiler cannot prove disjoint is ordered after it, and an epilogue that interleaved them was a
   // chain of L2 round trips per channel group (fourteenth session, call 1: 10-40 us per tile).
-  //   1. bias (and the rows' positions) for the whole tile, all loads in flight together;
+  //   1. bias for the whole tile, all loads in flight together;
   //   2. y = bf16(acc + bias), packed two channels per register (the accumulators die here);
   //   then per row (two per thread): 3. kTable: the row's cos/sin, all loads in flight together;
   //   4. RoPE and the stores. (Both rows' tables at once spilled 56 B in the 128 x 256 kernel.)
@@ -150,7 +148,7 @@ class RopeStoreEpilogue {
       s[v1] = live[v1] ? m - b[v1] * p_.seq : 0;
     }
 
-    // 1. Loads: bias of every column this thread holds, the rows' positions.
+    // 1. Loads: bias of every column this thread holds.
     uint32_t bias_raw[H][8][2];
     CUTLASS_PRAGMA_UNROLL
     for (int h = 0; h < H; ++h)
@@ -161,12 +159,6 @@ class RopeStoreEpilogue {
         bias_raw[h][j][0] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh)) : 0u;
         bias_raw[h][j][1] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh + kHalf)) : 0u;
       }
-    int64_t pos[2] = {0, 0};
-    if constexpr (kMode == RopeMode::kPos1D) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int v1 = 0; v1 < 2; ++v1)
-        if (live[v1]) pos[v1] = __ldg(p_.pos + b[v1] * p_.pos_batch_stride + s[v1] * p_.pos_seq_stride);
-    }
 
     // 2. y = bf16(acc + bias): F.linear's one rounding after the bias add.
     __nv_bfloat162 y[2][H][8][2];
@@ -220,14 +212,6 @@ class RopeStoreEpilogue {
           const float2 sv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][3]));
           c1[0] = cv1.x, c1[1] = cv1.y, s1[0] = sv1.x, s1[1] = sv1.y;
           c2[0] = cv2.x, c2[1] = cv2.y, s2[0] = sv2.x, s2[1] = sv2.y;
-        } else if constexpr (kMode == RopeMode::kPos1D) {
-          // Frequency index d + v0 (< 64); the second half repeats the first half's angles.
-          CUTLASS_PRAGMA_UNROLL
-          for (int v0 = 0; v0 < 2; ++v0) {
-            qkv::pos_cos_sin(pos[v1], qkv::inv_freq(p_.theta, d + v0, kQkvHeadDim), c1[v0], s1[v0]);
-            c2[v0] = c1[v0];
-            s2[v0] = s1[v0];
-          }
         }
         CUTLASS_PRAGMA_UNROLL
         for (int h = 0; h < H; ++h) {
@@ -290,10 +274,6 @@ struct Sm90GemmRopeEpi {
     e.tab_batch_stride = p.tab_batch_stride;
     e.tab_seq_stride = p.tab_seq_stride;
     for (int i = 0; i < kQkvHeadDim / 16; ++i) e.plane_bits[i] = p.plane_bits[i];
-    e.pos = p.pos;
-    e.pos_batch_stride = p.pos_batch_stride;
-    e.pos_seq_stride = p.pos_seq_stride;
-    e.theta = p.theta;
     return e;
   }
 
@@ -346,10 +326,7 @@ struct Sm90GemmRopeEpi {
   }
 };
 
-// One tile's modes behind one entry (the mode is a run-time property of the group). kPos1D is not
-// instantiated: its in-epilogue cos/sin (fp32 angles, accurate cosf/sinf, 32 per thread and tile) cost
-// ~50 us per 128 x 256 tile on the H200, latency-bound at two warps per scheduler (fourteenth session,
-// call 2), more than the RoPE pass it replaces.
+// One tile's modes behind one entry (the mode is a run-time property of the group).
 template <int TileM, int TileN, int ClusterM, bool kCoop>
 struct GemmRopeEpiTile {
   template <RopeMode kMode>
