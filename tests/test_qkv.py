@@ -438,7 +438,7 @@ import sys, torch, vlattn
 cases = torch.load(sys.argv[2])
 outs = []
 for kind, args, extra in cases:
-    args = {k: v.cuda() for k, v in args.items()}
+    args = {k: None if v is None else v.cuda() for k, v in args.items()}
     fn = vlattn.mrope_qkv if kind == "007" else vlattn.vision_qkv
     outs += [t.cpu() for t in fn(*args.values(), config="gemm", **extra)]
 torch.save(outs, sys.argv[1])
@@ -457,10 +457,10 @@ def test_gemm_epilogue_exact(batch, seq, bias, tmp_path):
     cases, refs = [], []
     for section in (SEED_SECTION, HF_SECTION):
         args = mrope_case(batch, seq, hidden=256, hq=9, hkv=3, integer=True, tables="randn", bias=bias)
-        cases.append(("007", {k: v.cpu() for k, v in args.items()}, {"mrope_section": section}))
+        cases.append(("007", {k: None if v is None else v.cpu() for k, v in args.items()}, {"mrope_section": section}))
         refs += [(r, f"{n} 007 section={section}") for r, n in zip(ref_mrope(args, section), "qkv")]
     cargs = cross_case(batch, seq, seq + 131, hidden=256, hq=9, hkv=3, integer=True, positions="random", bias=bias)
-    cases.append(("034", {k: v.cpu() for k, v in cargs.items()}, {}))
+    cases.append(("034", {k: None if v is None else v.cpu() for k, v in cargs.items()}, {}))
     refs += [(r, f"{n} 034") for r, n in zip(ref_cross(cargs), "qkv")]
     torch.save(cases, tmp_path / "cases.pt")
     outs = outputs_in_subprocess(_GEMM_EPI_EXACT_SCRIPT, tmp_path / "outs.pt", {"VLATTN_QKV_GEMM_EPI": "2"},
