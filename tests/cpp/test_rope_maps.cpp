@@ -244,6 +244,20 @@ bool qkv_plan_rule(std::string& err) {
   return true;
 }
 
+// Where 007's projections take the GEMM with the RoPE epilogue (qkv_gemm_epi_rows): the 4096-row
+// workloads (B32 S128, B8 S512, B4 S1024, B1 S4096) measured 2-5% faster; 2048 rows and 16384 / 17312
+// rows not (bench/NOTES.md, fourteenth session calls 3-4).
+bool qkv_epi_rule(std::string& err) {
+  EXPECT(!qkv_gemm_epi_rows(1024));
+  EXPECT(!qkv_gemm_epi_rows(2048));   // B2 S1024
+  EXPECT(qkv_gemm_epi_rows(4096));    // B32 S128, B8 S512, B4 S1024, B1 S4096
+  EXPECT(qkv_gemm_epi_rows(8191));
+  EXPECT(!qkv_gemm_epi_rows(8192));   // B32 S256
+  EXPECT(!qkv_gemm_epi_rows(16384));  // B64 S256
+  EXPECT(!qkv_gemm_epi_rows(17312));  // B32 S541
+  return true;
+}
+
 // The RoPE pass's heads per block on the shapes measured on the H200 (bench/NOTES.md, ninth session).
 bool rope_pass_runs(std::string& err) {
   auto runs = [](int64_t rows, std::vector<int> heads) {
@@ -272,6 +286,7 @@ const Case kCases[] = {
     {"thw_segments_seed_pairs", thw_segments_seed_pairs},
     {"gemm_configs_legal", gemm_configs_legal},
     {"qkv_plan_rule", qkv_plan_rule},
+    {"qkv_epi_rule", qkv_epi_rule},
     {"attention_summary_rule", attention_summary_rule},
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
