@@ -29,6 +29,41 @@
 
 namespace vlattn {
 
+// The persistent scheduler's tile order from the development knobs (gemm_tile_order_from_env).
+template <class SchedulerArgs>
+void set_tile_order(SchedulerArgs& scheduler) {
+  const GemmTileOrder order = gemm_tile_order_from_env();
+  using Raster = decltype(scheduler.raster_order);
+  scheduler.raster_order = order.raster == 1 ? Raster::AlongM : order.raster == 2 ? Raster::AlongN : Raster::Heuristic;
+  scheduler.max_swizzle_size = order.swizzle;
+}
+
+// What GemmUniversalAdapter::initialize + run do, with the dynamic shared memory attribute set once
+// per device (launch/smem_attr.h) instead of on every call. With CUTLASS_ENABLE_GDC_FOR_SM90 (defined
+// by the instantiating TU) the kernel waits on its predecessor grid before touching memory, so it may
+// be launched with PDL (launch/pdl.h). The caller has checked the workspace size and can_implement.
+template <class GemmKernel>
+GemmStatus launch_gemm_kernel(typename GemmKernel::Arguments const& args, int device, cudaStream_t stream,
+                              void* workspace) {
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  if (!max_dynamic_smem_once<cutlass::device_kernel<GemmKernel>>(device, GemmKernel::SharedStorageSize))
+    return GemmStatus::kInitFailed;
+  VLATTN_HOST_MARK("gemm.args");
+  if (GemmKernel::initialize_workspace(args, workspace, stream, nullptr) != cutlass::Status::kSuccess)
+    return GemmStatus::kInitFailed;
+  VLATTN_HOST_MARK("gemm.init_ws");
+  typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, workspace);
+  VLATTN_HOST_MARK("gemm.params");
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+  const bool pdl = pdl_enabled();
+#else
+  const bool pdl = false;
+#endif
+  if (Gemm::run(params, stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
+  VLATTN_HOST_MARK("gemm.launch");
+  return GemmStatus::kSuccess;
+}
+
 template <class Cfg>
 struct Sm90Gemm {
   using Element = cutlass::bfloat16_t;
@@ -99,14 +134,7 @@ struct Sm90Gemm {
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
     args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);  // nullptr reads as zero
-    {
-      const GemmTileOrder order = gemm_tile_order_from_env();
-      using Raster = decltype(args.scheduler.raster_order);
-      args.scheduler.raster_order = order.raster == 1   ? Raster::AlongM
-                                    : order.raster == 2 ? Raster::AlongN
-                                                        : Raster::Heuristic;
-      args.scheduler.max_swizzle_size = order.swizzle;
-    }
+    set_tile_order(args.scheduler);
     if constexpr (Cfg::kTileSched == TileSched::kStreamK) {
       // Deterministic fix-up order: two runs on the same inputs give the same bits.
       using Reduction = decltype(args.scheduler.reduction_mode);
@@ -122,11 +150,6 @@ struct Sm90Gemm {
 
   static size_t workspace_bytes(const GemmParams& p) { return Gemm::get_workspace_size(make_arguments(p)); }
 
-  // Once per device, not on every call as GemmUniversalAdapter::initialize does (launch/smem_attr.h).
-  static bool smem_attribute_once(int device) {
-    return max_dynamic_smem_once<cutlass::device_kernel<GemmKernel>>(device, GemmKernel::SharedStorageSize);
-  }
-
   static GemmStatus run(const GemmParams& p, void* workspace, size_t workspace_size) {
     // Only the stream-K scheduler splits K; a persistent config asked to split is refused, not ignored.
     if (p.splits != 1 && (Cfg::kTileSched != TileSched::kStreamK || p.splits < 1 || p.splits > kMaxGemmSplits))
@@ -134,24 +157,7 @@ struct Sm90Gemm {
     auto args = make_arguments(p);
     if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
-    // What GemmUniversalAdapter::initialize does, with the attribute set once per device.
-    if (!smem_attribute_once(p.device)) return GemmStatus::kInitFailed;
-    VLATTN_HOST_MARK("gemm.args");
-    if (GemmKernel::initialize_workspace(args, workspace, p.stream, nullptr) != cutlass::Status::kSuccess)
-      return GemmStatus::kInitFailed;
-    VLATTN_HOST_MARK("gemm.init_ws");
-    typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, workspace);
-    VLATTN_HOST_MARK("gemm.params");
-    // With CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the generated TU) the kernel waits on its
-    // predecessor grid before touching memory, so it may be launched with PDL (launch/pdl.h).
-#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-    const bool pdl = pdl_enabled();
-#else
-    const bool pdl = false;
-#endif
-    if (Gemm::run(params, p.stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
-    VLATTN_HOST_MARK("gemm.launch");
-    return GemmStatus::kSuccess;
+    return launch_gemm_kernel<GemmKernel>(args, p.device, p.stream, workspace);
   }
 };
 

@@ -30,6 +30,7 @@
 #include <cutlass/util/packed_stride.hpp>
 
 #include "kernels/gemm_config.h"
+#include "kernels/sm90_gemm.cuh"  // set_tile_order, launch_gemm_kernel
 #include "launch/host_trace.h"
 #include "launch/pdl.h"
 #include "launch/smem_attr.h"
@@ -291,12 +292,7 @@ struct Sm90GemmRopeEpi {
                                   {static_cast<const Element*>(g.a), stride_a, static_cast<const Element*>(g.b), stride_b},
                                   epi_params(p),
                                   hw_info};
-    const GemmTileOrder order = gemm_tile_order_from_env();
-    using Raster = decltype(args.scheduler.raster_order);
-    args.scheduler.raster_order = order.raster == 1   ? Raster::AlongM
-                                  : order.raster == 2 ? Raster::AlongN
-                                                      : Raster::Heuristic;
-    args.scheduler.max_swizzle_size = order.swizzle;
+    set_tile_order(args.scheduler);
     return args;
   }
 
@@ -307,22 +303,7 @@ struct Sm90GemmRopeEpi {
     auto args = make_arguments(p);
     if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
-    if (!max_dynamic_smem_once<cutlass::device_kernel<GemmKernel>>(p.gemm.device, GemmKernel::SharedStorageSize))
-      return GemmStatus::kInitFailed;
-    if (GemmKernel::initialize_workspace(args, workspace, p.gemm.stream, nullptr) != cutlass::Status::kSuccess)
-      return GemmStatus::kInitFailed;
-    typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, workspace);
-    VLATTN_HOST_MARK("gemm_epi.params");
-    // CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the instantiating TU): the kernel waits on its
-    // predecessor before touching memory, so it may be launched with PDL.
-#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
-    const bool pdl = pdl_enabled();
-#else
-    const bool pdl = false;
-#endif
-    if (Gemm::run(params, p.gemm.stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
-    VLATTN_HOST_MARK("gemm_epi.launch");
-    return GemmStatus::kSuccess;
+    return launch_gemm_kernel<GemmKernel>(args, p.gemm.device, p.gemm.stream, workspace);
   }
 };
 
