@@ -37,7 +37,8 @@ struct GemmRopeEpiParams {
 
 // The kernel: 64 x 256 ping-pong tiles in 2-CTA clusters along M (the weight tile multicast to both):
 // one consumer warpgroup's epilogue runs under the other's mainloop. (A 128 x 256 cooperative variant,
-// epilogue between two mainloops, measured 1-9% slower per layer: bench/NOTES.md, fourteenth session.)
+// epilogue between two mainloops, measured -2% to +6% per 007 layer against the pass and slower than
+// ping-pong on 5 of 7 layers: bench/NOTES.md, fourteenth session call 3.)
 size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p);
 GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 
