@@ -270,7 +270,9 @@ at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
 // caller's stream and needs no record_stream: the side stream uses it only before the join, and
 // everything the caller's stream does after the call, reuse of y's block included, is ordered after
 // the join. The side GEMM's own workspace is allocated on the side stream (run_gemm frees it on
-// return, while that GEMM may still run), so only later side-stream work can reuse it.
+// return, while that GEMM may still run), so only later side-stream work can reuse it. Groups that take
+// the GEMM with the RoPE epilogue (gemm_epi_mode, qkv_gemm_epi_rows) skip y and the pass: they write the
+// head-major outputs, allocated on the caller's stream before the fork (the same ordering argument).
 // A launch whose GEMMs have run and whose RoPE pass is still to come (launch_rope_passes): y and the
 // block holding it, kept alive until the pass is launched.
 // When some of the launch's groups ran with the RoPE in their GEMM epilogue, the pass covers only the
