@@ -276,14 +276,14 @@ at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
 // A launch whose GEMMs have run and whose RoPE pass is still to come (launch_rope_passes): y and the
 // block holding it, kept alive until the pass is launched.
 // When some of the launch's groups ran with the RoPE in their GEMM epilogue, the pass covers only the
-// others: `rest` holds those (their out pointers set), and params() is what the pass gets.
+// others: `rest` holds those (their out pointers set), and params() is what the pass gets. When none
+// did, the pass gets p itself: its outputs may only be allocated by launch_rope_passes.
 struct PendingRope {
   QkvParams* p = nullptr;
   ProjectionY y;
   at::Tensor block;
-  bool reduced = false;
   QkvParams rest;
-  const QkvParams* params() const { return reduced ? &rest : p; }
+  const QkvParams* params() const { return rest.num_groups < p->num_groups ? &rest : p; }
 };
 
 // The op-level all-GEMMs plan (qkv_op_plan kGemmAll: 034's two launches below 2048 rows each) runs both
@@ -347,18 +347,19 @@ bool epi_supported(const QkvParams& p, const QkvGroup& g) {
 GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmParams& gp) {
   GemmRopeEpiParams e;
   e.gemm = gp;
-  e.out = g.out;
-  e.heads = g.heads;
-  e.seq = p.seq;
   e.mode = g.rope;
+  e.epi.bias = g.bias;
+  e.epi.out = g.out;
+  e.epi.heads = g.heads;
+  e.epi.seq = p.seq;
   if (g.rope == RopeMode::kTable) {
-    e.cos = p.rope.cos;
-    e.sin = p.rope.sin;
-    e.tab_plane_stride = p.rope.tab_plane_stride;
-    e.tab_batch_stride = p.rope.tab_batch_stride;
-    e.tab_seq_stride = p.rope.tab_seq_stride;
+    e.epi.cos = p.rope.cos;
+    e.epi.sin = p.rope.sin;
+    e.epi.tab_plane_stride = p.rope.tab_plane_stride;
+    e.epi.tab_batch_stride = p.rope.tab_batch_stride;
+    e.epi.tab_seq_stride = p.rope.tab_seq_stride;
     for (int c = 0; c < kQkvHeadDim; ++c)
-      e.plane_bits[c / 16] |= uint32_t(p.rope.plane_of_channel[c] & 3) << (2 * (c % 16));
+      e.epi.plane_bits[c / 16] |= uint32_t(p.rope.plane_of_channel[c] & 3) << (2 * (c % 16));
   }
   return e;
 }
@@ -477,7 +478,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
   if (rest.num_groups == 0) return false;  // every group's RoPE ran in its GEMM
-  PendingRope pend{&p, y, y_block, n_epi > 0, rest};
+  PendingRope pend{&p, y, y_block, rest};
   if (defer != nullptr) {
     *defer = pend;
     return true;

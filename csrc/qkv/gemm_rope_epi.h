@@ -22,17 +22,23 @@
 
 namespace vlattn {
 
-struct GemmRopeEpiParams {
-  GemmParams gemm;            // a, b, bias, m, n, k, lda, ldb, device, sm_count, stream; d and ldd unused
-  void* out = nullptr;        // bf16 [batch, heads, seq, 128] contiguous; heads * 128 == gemm.n
-  int heads = 0, seq = 0;     // gemm.m == batch * seq
-  RopeMode mode = RopeMode::kNone;
+// What the epilogue reads (kernel parameter space, the epilogue's CUTLASS Arguments as they are).
+struct GemmRopeEpilogueArgs {
+  const void* bias = nullptr;  // bf16 [heads * 128], 4-byte aligned, or nullptr
+  void* out = nullptr;         // bf16 [batch, heads, seq, 128] contiguous; M (the GEMM's) == batch * seq
+  int heads = 0, seq = 0;
   // kTable: cos/sin [3, B, S, 128] bf16, strides in elements (all even, bases 4-byte aligned: pairs of
   // channels are read as one bf16x2); plane of channel c = (plane_bits[c / 16] >> 2 * (c % 16)) & 3.
   const void* cos = nullptr;
   const void* sin = nullptr;
   int64_t tab_plane_stride = 0, tab_batch_stride = 0, tab_seq_stride = 0;
   uint32_t plane_bits[kQkvHeadDim / 16] = {};
+};
+
+struct GemmRopeEpiParams {
+  GemmParams gemm;  // a, b, m, n (== heads * 128), k, lda, ldb, device, sm_count, stream; bias, d: unused
+  RopeMode mode = RopeMode::kNone;
+  GemmRopeEpilogueArgs epi;
 };
 
 // The kernel: 64 x 256 ping-pong tiles in 2-CTA clusters along M (the weight tile multicast to both):

@@ -48,9 +48,11 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 // bias, RoPE and the head-major store (qkv/gemm_rope_epi.h: 64 x 256 ping-pong tiles) instead of
 // CUTLASS's TMA-store epilogue into y plus the RoPE pass, when every group of the launch takes table
 // RoPE or none (007). H200, 2026-12-01 (bench/NOTES.md fourteenth session call 3, graph replay, pass ->
-// epilogue): 4096 rows -2.1 to -3.9% per layer (007 B1 S4096, B4 S1024, B8 S512); 2048 rows +2.0%, 16384
-// and 17312 rows +1.0 and +1.4% (the 64 x 256 ping-pong mainloop is slower than the 128 x 256
-// cooperative one by more than the pass costs there); 034's v alone (its k keeps the pass) +1.8%.
+// epilogue; call 4 repeated it): 4096 rows -1.9 to -5.1% per layer (007 B32 S128, B8 S512, B4 S1024,
+// B1 S4096); 2048 rows +2.0%, 16384 and 17312 rows +1.0 and +1.4%: not faster (an identical-code control
+// read +1.6% in that A/B's second arm; the timeline puts the 64 x 256 ping-pong Q GEMM at 638 us against
+// 542 + 62 for the cooperative TMA-store GEMM and its share of the pass); 034's v alone (its k keeps the
+// pass) +1.8%.
 inline bool qkv_gemm_epi_rows(int64_t m) { return m >= 4096 && m < 8192; }
 
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against

@@ -31,9 +31,6 @@
 
 #include "kernels/gemm_config.h"
 #include "kernels/sm90_gemm.cuh"  // set_tile_order, launch_gemm_kernel
-#include "launch/host_trace.h"
-#include "launch/pdl.h"
-#include "launch/smem_attr.h"
 #include "qkv/gemm_rope_epi.h"
 #include "qkv/rope_math.cuh"  // bf, rope_combine
 
@@ -41,17 +38,6 @@ namespace vlattn {
 namespace gemm_epi {
 
 using namespace cute;
-
-// What the epilogue reads, in kernel parameter space.
-struct EpiParams {
-  const __nv_bfloat16* bias = nullptr;  // [N], 4-byte aligned, or nullptr
-  __nv_bfloat16* out = nullptr;         // [B, heads, seq, 128]
-  int m = 0, heads = 0, seq = 0;
-  const __nv_bfloat16* cos = nullptr;
-  const __nv_bfloat16* sin = nullptr;
-  int64_t tab_plane_stride = 0, tab_batch_stride = 0, tab_seq_stride = 0;
-  uint32_t plane_bits[kQkvHeadDim / 16] = {};
-};
 
 template <RopeMode kMode, int TileM, int TileN>
 class RopeStoreEpilogue {
@@ -76,8 +62,8 @@ class RopeStoreEpilogue {
   using ThreadEpilogueOp = void;  // GemmUniversalAdapter names it; the work is operator() below
   struct SharedStorage {};
   using TensorStorage = SharedStorage;
-  using Arguments = EpiParams;
-  using Params = EpiParams;
+  using Arguments = GemmRopeEpilogueArgs;
+  using Params = GemmRopeEpilogueArgs;
 
   template <class ProblemShape>
   static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
@@ -95,7 +81,7 @@ class RopeStoreEpilogue {
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& shape, Arguments const& a) {
     const auto n = get<1>(shape);
-    return a.out != nullptr && a.seq > 0 && a.heads > 0 && n == a.heads * kQkvHeadDim && get<0>(shape) == a.m &&
+    return a.out != nullptr && a.seq > 0 && a.heads > 0 && n == a.heads * kQkvHeadDim &&
            reinterpret_cast<uintptr_t>(a.bias) % 4 == 0 &&
            (kMode != RopeMode::kTable ||
             (a.cos != nullptr && a.sin != nullptr && reinterpret_cast<uintptr_t>(a.cos) % 4 == 0 &&
@@ -117,7 +103,7 @@ class RopeStoreEpilogue {
   //   4. RoPE and the stores. (Both rows' tables at once spilled 56 B in the 128 x 256 kernel.)
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
             class TiledMma, class ResidueMNK>
-  CUTLASS_DEVICE void operator()(ProblemShapeMNKL, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char*) {
     // One 64 x TileN wgmma atom per consumer warpgroup: the fragment is ((2, 2, TileN / 8), 1, 1).
@@ -129,6 +115,10 @@ class RopeStoreEpilogue {
                   "wgmma 64xN accumulator: (2 columns, 2 row halves, N / 8 column groups)");
     static_assert(TileM == 64 || TileM == 128, "64 rows per consumer warpgroup");
     constexpr int H = kHeadsPerTile;
+    const int M = int(get<0>(problem_shape_mnkl));
+    const auto* bias = static_cast<const __nv_bfloat16*>(p_.bias);
+    const auto* cos_tab = static_cast<const __nv_bfloat16*>(p_.cos);
+    const auto* sin_tab = static_cast<const __nv_bfloat16*>(p_.sin);
 
     auto thr_mma = tiled_mma.get_thread_slice(thread_idx);
     Tensor tCcD = thr_mma.partition_C(make_identity_tensor(make_shape(Int<TileM>{}, Int<TileN>{})));
@@ -144,7 +134,7 @@ class RopeStoreEpilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int v1 = 0; v1 < 2; ++v1) {
       const int m = m0 + int(get<0>(tCcD(at(0, v1, 0))));
-      live[v1] = m < p_.m;
+      live[v1] = m < M;
       b[v1] = live[v1] ? m / p_.seq : 0;
       s[v1] = live[v1] ? m - b[v1] * p_.seq : 0;
     }
@@ -155,8 +145,8 @@ class RopeStoreEpilogue {
     for (int h = 0; h < H; ++h)
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 8; ++j) {
-        const bool ok = p_.bias != nullptr && head0 + h < p_.heads;
-        const __nv_bfloat16* bh = p_.bias + (head0 + h) * kQkvHeadDim + chan(j);
+        const bool ok = bias != nullptr && head0 + h < p_.heads;
+        const __nv_bfloat16* bh = bias + (head0 + h) * kQkvHeadDim + chan(j);
         bias_raw[h][j][0] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh)) : 0u;
         bias_raw[h][j][1] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh + kHalf)) : 0u;
       }
@@ -182,7 +172,8 @@ class RopeStoreEpilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int v1 = 0; v1 < 2; ++v1) {
       if (!live[v1]) continue;
-      __nv_bfloat16* out_row = p_.out + (int64_t(b[v1]) * p_.heads * p_.seq + s[v1]) * kQkvHeadDim;
+      __nv_bfloat16* out_row =
+          static_cast<__nv_bfloat16*>(p_.out) + (int64_t(b[v1]) * p_.heads * p_.seq + s[v1]) * kQkvHeadDim;
       // 3. kTable: this row's cos/sin (d and d + 1 share a plane: even section boundaries, host), all
       // loads in flight together.
       uint32_t tab[8][4];  // cos first half, sin first half, cos second half, sin second half
@@ -196,10 +187,10 @@ class RopeStoreEpilogue {
           const int64_t row = b[v1] * p_.tab_batch_stride + s[v1] * p_.tab_seq_stride + d;
           const int64_t o1 = plane1 * p_.tab_plane_stride + row;
           const int64_t o2 = plane2 * p_.tab_plane_stride + row + kHalf;
-          tab[j][0] = __ldg(reinterpret_cast<const unsigned int*>(p_.cos + o1));
-          tab[j][1] = __ldg(reinterpret_cast<const unsigned int*>(p_.sin + o1));
-          tab[j][2] = __ldg(reinterpret_cast<const unsigned int*>(p_.cos + o2));
-          tab[j][3] = __ldg(reinterpret_cast<const unsigned int*>(p_.sin + o2));
+          tab[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_tab + o1));
+          tab[j][1] = __ldg(reinterpret_cast<const unsigned int*>(sin_tab + o1));
+          tab[j][2] = __ldg(reinterpret_cast<const unsigned int*>(cos_tab + o2));
+          tab[j][3] = __ldg(reinterpret_cast<const unsigned int*>(sin_tab + o2));
         }
       }
       CUTLASS_PRAGMA_UNROLL
@@ -262,22 +253,6 @@ struct Sm90GemmRopeEpi {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   static_assert(GemmKernel::SharedStorageSize <= kSm90MaxSmemBytes, "does not fit in 227 KB of shared memory");
 
-  static EpiParams epi_params(const GemmRopeEpiParams& p) {
-    EpiParams e;
-    e.bias = static_cast<const __nv_bfloat16*>(p.gemm.bias);
-    e.out = static_cast<__nv_bfloat16*>(p.out);
-    e.m = p.gemm.m;
-    e.heads = p.heads;
-    e.seq = p.seq;
-    e.cos = static_cast<const __nv_bfloat16*>(p.cos);
-    e.sin = static_cast<const __nv_bfloat16*>(p.sin);
-    e.tab_plane_stride = p.tab_plane_stride;
-    e.tab_batch_stride = p.tab_batch_stride;
-    e.tab_seq_stride = p.tab_seq_stride;
-    for (int i = 0; i < kQkvHeadDim / 16; ++i) e.plane_bits[i] = p.plane_bits[i];
-    return e;
-  }
-
   static typename Gemm::Arguments make_arguments(const GemmRopeEpiParams& p) {
     using StrideA = typename GemmKernel::StrideA;
     using StrideB = typename GemmKernel::StrideB;
@@ -290,7 +265,7 @@ struct Sm90GemmRopeEpi {
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {g.m, g.n, g.k, 1},
                                   {static_cast<const Element*>(g.a), stride_a, static_cast<const Element*>(g.b), stride_b},
-                                  epi_params(p),
+                                  p.epi,
                                   hw_info};
     set_tile_order(args.scheduler);
     return args;
@@ -299,7 +274,6 @@ struct Sm90GemmRopeEpi {
   static size_t workspace_bytes(const GemmRopeEpiParams& p) { return Gemm::get_workspace_size(make_arguments(p)); }
 
   static GemmStatus run(const GemmRopeEpiParams& p, void* workspace, size_t workspace_size) {
-    if (p.mode != kMode) return GemmStatus::kNotSupported;
     auto args = make_arguments(p);
     if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
