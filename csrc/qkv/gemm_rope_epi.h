@@ -47,5 +47,8 @@ struct GemmRopeEpiParams {
 // ping-pong on 5 of 7 layers: bench/NOTES.md, fourteenth session call 3.)
 size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p);
 GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
+// The 128 x 256 cooperative tile in 2-CTA clusters (vlattn.linear's large tile), for A/B only.
+size_t gemm_rope_epi_workspace_coop(const GemmRopeEpiParams& p);
+GemmStatus gemm_rope_epi_run_coop(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 
 }  // namespace vlattn
