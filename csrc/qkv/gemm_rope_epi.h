@@ -11,7 +11,7 @@
 //
 // Numerics are the two-pass path's, element for element: y = bf16(acc + bias) (F.linear's rounding),
 // then out = bf16(bf16(y * cos) + bf16(rot(y) * sin)) with the same table cos/sin: the same bits as
-// config "gemm" for the same accumulators. When it runs: qkv_gemm_epi_rows (qkv/qkv_config.h).
+// config "gemm" for the same accumulators. When it runs: qkv_gemm_epi_tile (qkv/qkv_config.h).
 #pragma once
 
 #include <cstddef>
