@@ -121,12 +121,12 @@ def test_qkv_kernels_no_spills(qkv_report):
         assert frame <= 48, f"{name[:80]}...: {frame} B stack frame (budget 48: the cosf/sinf slow path)"
 
 
-def test_gemm_epilogue_kernels_no_spills(tmp_path):
+@pytest.mark.parametrize("tu", ["csrc/qkv/qkv_gemm_epi_64x256pp.cu", "csrc/qkv/qkv_gemm_epi_128x256coop.cu"])
+def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
     """The projection GEMMs with the RoPE epilogue in registers (qkv/gemm_rope_epi.h): two modes (table
     RoPE, none), no stack frame and no spills next to the 128 fp32 accumulators per thread (both rows'
     tables in flight at once spilled 56 B in a 128 x 256 cooperative variant)."""
-    kernels = {n: r for n, r in ptxas_report("csrc/qkv/qkv_gemm_epi_64x256pp.cu", tmp_path).items()
-               if "RopeStoreEpilogue" in n}
+    kernels = {n: r for n, r in ptxas_report(tu, tmp_path).items() if "RopeStoreEpilogue" in n}
     assert len(kernels) == 2, f"expected the kNone and kTable kernels, parsed {sorted(kernels)}"
     for name, (frame, stores, loads) in kernels.items():
         assert (frame, stores, loads) == (0, 0, 0), f"{name[-120:]}: {frame} B frame, spills {stores}/{loads} B"

@@ -446,9 +446,10 @@ torch.save(outs, sys.argv[1])
 
 
 @requires_sm90
+@pytest.mark.parametrize("mode", ["2", "3"], ids=["pingpong", "coop"])
 @pytest.mark.parametrize("batch,seq,bias", [(1, 1024, True), (2, 550, False), (3, 1400, True)],
                          ids=["B1-S1024", "B2-S550-nobias", "B3-S1400"])
-def test_gemm_epilogue_exact(batch, seq, bias, tmp_path):
+def test_gemm_epilogue_exact(batch, seq, bias, mode, tmp_path):
     """Config "gemm" with every group that can take it on the GEMM whose epilogue applies bias, table
     RoPE and the head-major store in registers (VLATTN_QKV_GEMM_EPI=2: 007's q, k, v and 034's v from
     1024 rows; 034's q and k keep the RoPE pass). Exact GEMM -> every bit equals the reference: rows that
@@ -463,7 +464,7 @@ def test_gemm_epilogue_exact(batch, seq, bias, tmp_path):
     cases.append(("034", {k: None if v is None else v.cpu() for k, v in cargs.items()}, {}))
     refs += [(r, f"{n} 034") for r, n in zip(ref_cross(cargs), "qkv")]
     torch.save(cases, tmp_path / "cases.pt")
-    outs = outputs_in_subprocess(_GEMM_EPI_EXACT_SCRIPT, tmp_path / "outs.pt", {"VLATTN_QKV_GEMM_EPI": "2"},
+    outs = outputs_in_subprocess(_GEMM_EPI_EXACT_SCRIPT, tmp_path / "outs.pt", {"VLATTN_QKV_GEMM_EPI": mode},
                                  tmp_path / "cases.pt")
     assert len(outs) == len(refs)
     for got, (ref, what) in zip(outs, refs):
@@ -499,7 +500,7 @@ def test_gemm_epilogue_is_bitwise_neutral(tmp_path, rng_seed):
     at 4200 rows) and everywhere it can run (=2: 034's v too): the same fp32 accumulators, the same
     roundings."""
     off = outputs_in_subprocess(_GEMM_EPI_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_GEMM_EPI": "0"}, rng_seed)
-    for value in ("1", "2"):
+    for value in ("1", "2", "3"):
         on = outputs_in_subprocess(_GEMM_EPI_SCRIPT, tmp_path / f"on{value}.pt", {"VLATTN_QKV_GEMM_EPI": value},
                                    rng_seed)
         assert len(on) == len(off) == 6

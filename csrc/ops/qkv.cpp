@@ -271,7 +271,7 @@ at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
 // everything the caller's stream does after the call, reuse of y's block included, is ordered after
 // the join. The side GEMM's own workspace is allocated on the side stream (run_gemm frees it on
 // return, while that GEMM may still run), so only later side-stream work can reuse it. Groups that take
-// the GEMM with the RoPE epilogue (gemm_epi_mode, qkv_gemm_epi_rows) skip y and the pass: they write the
+// the GEMM with the RoPE epilogue (gemm_epi_mode, qkv_gemm_epi_tile) skip y and the pass: they write the
 // head-major outputs, allocated on the caller's stream before the fork (the same ordering argument).
 // A launch whose GEMMs have run and whose RoPE pass is still to come (launch_rope_passes): y and the
 // block holding it, kept alive until the pass is launched.
@@ -317,13 +317,14 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
 }
 
 // VLATTN_QKV_GEMM_EPI (read once): 0 = every group of config "gemm" through y and the RoPE pass; 1
-// (default) = the measured rule qkv_gemm_epi_rows for launches whose groups all take the epilogue
-// GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows (A/B).
+// (default) = the measured rule qkv_gemm_epi_tile for launches whose groups all take the epilogue
+// GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows (A/B); 3 = as 2
+// on 128 x 256 cooperative tiles instead of 64 x 256 ping-pong (A/B).
 int gemm_epi_mode() {
   static const int mode = [] {
     const char* env = std::getenv("VLATTN_QKV_GEMM_EPI");
     if (env == nullptr) return 1;
-    return env[0] == '0' ? 0 : env[0] == '2' ? 2 : 1;
+    return env[0] == '0' ? 0 : env[0] == '2' ? 2 : env[0] == '3' ? 3 : 1;
   }();
   return mode;
 }
@@ -364,12 +365,13 @@ GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmPa
   return e;
 }
 
-GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, const at::TensorOptions& like) {
-  const size_t ws_bytes = gemm_rope_epi_workspace(e);
+GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, bool coop, const at::TensorOptions& like) {
+  const size_t ws_bytes = coop ? gemm_rope_epi_workspace_coop(e) : gemm_rope_epi_workspace(e);
   at::Tensor workspace;  // from the caching allocator (the current stream's): capturable
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
   RECORD_USER_SCOPE("vlattn.gemm_epi.run");
-  return gemm_rope_epi_run(e, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
+  void* ws = ws_bytes ? workspace.data_ptr() : nullptr;
+  return coop ? gemm_rope_epi_run_coop(e, ws, ws_bytes) : gemm_rope_epi_run(e, ws, ws_bytes);
 }
 
 // With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer; returns
@@ -385,7 +387,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     epi[g] = mode != 0 && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
     n_epi += epi[g] ? 1 : 0;
   }
-  if (mode == 1 && (n_epi < p.num_groups || !qkv_gemm_epi_rows(p.m))) {
+  const bool coop = mode == 3 || (mode == 1 && qkv_gemm_epi_tile(p.m) == QkvEpiTile::kCoop128x256);
+  if (mode == 1 && (n_epi < p.num_groups || qkv_gemm_epi_tile(p.m) == QkvEpiTile::kNone)) {
     for (bool& e : epi) e = false;
     n_epi = 0;
   }
@@ -442,9 +445,9 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
       GemmStatus status;
       if (on_side) {
         const c10::cuda::CUDAStreamGuard on(*side_stream);
-        status = run_gemm_epi(e, x.options());
+        status = run_gemm_epi(e, coop, x.options());
       } else {
-        status = run_gemm_epi(e, x.options());
+        status = run_gemm_epi(e, coop, x.options());
       }
       VLATTN_HOST_MARK("qkv.gemm_rope.gemm_epi");
       TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue failed for M=",

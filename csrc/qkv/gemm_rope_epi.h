@@ -11,7 +11,7 @@
 //
 // Numerics are the two-pass path's, element for element: y = bf16(acc + bias) (F.linear's rounding),
 // then out = bf16(bf16(y * cos) + bf16(rot(y) * sin)) with the same table cos/sin: the same bits as
-// config "gemm" for the same accumulators. When it runs: qkv_gemm_epi_rows (qkv/qkv_config.h).
+// config "gemm" for the same accumulators. When it runs: qkv_gemm_epi_tile (qkv/qkv_config.h).
 #pragma once
 
 #include <cstddef>
@@ -47,5 +47,8 @@ struct GemmRopeEpiParams {
 // ping-pong on 5 of 7 layers: bench/NOTES.md, fourteenth session call 3.)
 size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p);
 GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
+// The 128 x 256 cooperative tile in 2-CTA clusters (vlattn.linear's large tile), for A/B only.
+size_t gemm_rope_epi_workspace_coop(const GemmRopeEpiParams& p);
+GemmStatus gemm_rope_epi_run_coop(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 
 }  // namespace vlattn

@@ -44,16 +44,24 @@ enum class QkvConfig : int32_t {
 // 103.6-104.0 at 007 M=1024, 875 vs 1066 at M=16384; 034 Lq 512 | Lv 784 137.0 vs 127.6 (fused wins).
 constexpr int64_t kQkvGemmMinRows = 1024;
 
-// Rows of a launch for which config kGemmRope runs its projections on the GEMM whose epilogue applies
-// bias, RoPE and the head-major store (qkv/gemm_rope_epi.h: 64 x 256 ping-pong tiles) instead of
-// CUTLASS's TMA-store epilogue into y plus the RoPE pass, when every group of the launch takes table
-// RoPE or none (007). H200, 2026-12-01 (bench/NOTES.md fourteenth session call 3, graph replay, pass ->
-// epilogue; call 4 repeated it): 4096 rows -1.9 to -5.1% per layer (007 B32 S128, B8 S512, B4 S1024,
-// B1 S4096); 2048 rows +2.0%, 16384 and 17312 rows +1.0 and +1.4%: not faster (an identical-code control
-// read +1.6% in that A/B's second arm; the timeline puts the 64 x 256 ping-pong Q GEMM at 638 us against
-// 542 + 62 for the cooperative TMA-store GEMM and its share of the pass); 034's v alone (its k keeps the
-// pass) +1.8%.
-inline bool qkv_gemm_epi_rows(int64_t m) { return m >= 4096 && m < 8192; }
+// Which GEMM with the bias + RoPE + head-major-store epilogue (qkv/gemm_rope_epi.h) config kGemmRope
+// runs for a launch of m rows whose groups all take table RoPE or none (007), instead of CUTLASS's
+// TMA-store epilogue into y plus the RoPE pass. H200, graph replay, pass -> epilogue:
+// - 4096 rows, 64 x 256 ping-pong: -4.5 to -7.1% per layer with 16-byte stores (bench/NOTES.md fifteenth
+//   session call 1: B4 S1024 538.7 -> 500.6 us, B8 S512 496.6 -> 461.2, B1 S4096 736.6 -> 703.5;
+//   -1.9 to -5.1% with the fourteenth session's 4-byte stores).
+// - 2048 rows: neither tile faster (ping-pong -0.7%, cooperative +6.2%): the pass stays.
+// - >= 8192 rows, 128 x 256 cooperative (its mainloop is the faster one there; the ping-pong Q GEMM read
+//   638 us against 542 at 16384 rows): B64 S256 1642.6 -> 1615.3 (-1.7%), B32 S541 2072.0 -> 2059.8
+//   (-0.6%); 8192 rows: fifteenth session call 2.
+// - 034 keeps the pass (its q needs 1-D positions, which cost ~50 us per tile in the epilogue; its v
+//   alone was not faster).
+enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256 };
+inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
+  if (m >= 8192) return QkvEpiTile::kCoop128x256;
+  if (m >= 4096) return QkvEpiTile::kPingPong64x256;
+  return QkvEpiTile::kNone;
+}
 
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against
 // the SM count. heads: the launch's total heads (Q + K + V groups); even_groups: every group has an

@@ -39,6 +39,24 @@ namespace gemm_epi {
 
 using namespace cute;
 
+// 4 x 4 transpose of 32-bit words across the four lanes q = lane % 4 of a quad: on return lane q holds
+// w[t] = (lane t's w[q]) for t = 0..3. Two butterfly rounds (lanes q ^ 1, then q ^ 2), each swapping the
+// two words whose index differs from the lane in that bit. Every lane of the warp must call it.
+CUTLASS_DEVICE void quad_transpose(uint32_t (&w)[4], int q) {
+  const bool odd = q & 1;
+  CUTLASS_PRAGMA_UNROLL
+  for (int s = 0; s < 2; ++s) {
+    const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w[2 * s] : w[2 * s + 1], 1);
+    if (odd) w[2 * s] = got; else w[2 * s + 1] = got;
+  }
+  const bool high = q & 2;
+  CUTLASS_PRAGMA_UNROLL
+  for (int s = 0; s < 2; ++s) {
+    const uint32_t got = __shfl_xor_sync(0xffffffffu, high ? w[s] : w[s + 2], 2);
+    if (high) w[s] = got; else w[s + 2] = got;
+  }
+}
+
 template <RopeMode kMode, int TileM, int TileN>
 class RopeStoreEpilogue {
   // Table RoPE or none. (1-D positions would pair channels the same way, but their cos/sin computed
@@ -128,6 +146,7 @@ class RopeStoreEpilogue {
     const int head0 = int(get<1>(blk_coord_mnkl)) * H;
     // Channel of column group j (< 8) of head 0, v0 = 0: 8 j + 2 (lane % 4); its partner is group j + 8.
     auto chan = [&](int j) { return int(get<1>(tCcD(at(0, 0, j)))); };
+    const int q = chan(0) / 2;  // lane % 4: the thread's place among the four lanes of a row
 
     int b[2], s[2];
     bool live[2];
@@ -171,7 +190,10 @@ class RopeStoreEpilogue {
     const int64_t head_stride = int64_t(p_.seq) * kQkvHeadDim;
     CUTLASS_PRAGMA_UNROLL
     for (int v1 = 0; v1 < 2; ++v1) {
-      if (!live[v1]) continue;
+      // Skipped only when no row of the warp is live (the shuffles below need every lane); a dead row
+      // among live ones reads row (0, 0) and stores nothing. The branch also keeps this row's table
+      // loads after the previous row's stores (hoisted above them, both rows' tables spilled).
+      if (!__any_sync(0xffffffffu, live[v1])) continue;
       __nv_bfloat16* out_row =
           static_cast<__nv_bfloat16*>(p_.out) + (int64_t(b[v1]) * p_.heads * p_.seq + s[v1]) * kQkvHeadDim;
       // 3. kTable: this row's cos/sin (d and d + 1 share a plane: even section boundaries, host), all
@@ -194,34 +216,39 @@ class RopeStoreEpilogue {
         }
       }
       CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 8; ++j) {
-        const int d = chan(j);
-        float c1[2] = {1.0f, 1.0f}, s1[2] = {0.0f, 0.0f}, c2[2] = {1.0f, 1.0f}, s2[2] = {0.0f, 0.0f};
-        if constexpr (kMode == RopeMode::kTable) {
-          const float2 cv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][0]));
-          const float2 sv1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][1]));
-          const float2 cv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][2]));
-          const float2 sv2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][3]));
-          c1[0] = cv1.x, c1[1] = cv1.y, s1[0] = sv1.x, s1[1] = sv1.y;
-          c2[0] = cv2.x, c2[1] = cv2.y, s2[0] = sv2.x, s2[1] = sv2.y;
-        }
+      for (int h = 0; h < H; ++h) {
+        const int head = head0 + h;
+        if (head >= p_.heads) break;  // uniform across the warp
+        uint32_t o[2][8];             // [half][j]: channels 8 j + 2 q, + 1 of the first / second half
         CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < H; ++h) {
-          const int head = head0 + h;
-          if (head >= p_.heads) break;
-          const float2 y1 = __bfloat1622float2(y[v1][h][j][0]);
-          const float2 y2 = __bfloat1622float2(y[v1][h][j][1]);
+        for (int j = 0; j < 8; ++j) {
           __nv_bfloat162 o1 = y[v1][h][j][0], o2 = y[v1][h][j][1];
-          if constexpr (kMode != RopeMode::kNone) {  // rotate-half: first half reads -x[c + 64], second x[c - 64]
-            o1 = __floats2bfloat162_rn(qkv::rope_combine(y1.x, -y2.x, c1[0], s1[0]),
-                                       qkv::rope_combine(y1.y, -y2.y, c1[1], s1[1]));
-            o2 = __floats2bfloat162_rn(qkv::rope_combine(y2.x, y1.x, c2[0], s2[0]),
-                                       qkv::rope_combine(y2.y, y1.y, c2[1], s2[1]));
+          if constexpr (kMode == RopeMode::kTable) {  // rotate-half: first half reads -x[c + 64], second x[c - 64]
+            const float2 y1 = __bfloat1622float2(o1), y2 = __bfloat1622float2(o2);
+            const float2 c1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][0]));
+            const float2 s1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][1]));
+            const float2 c2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][2]));
+            const float2 s2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][3]));
+            o1 = __floats2bfloat162_rn(qkv::rope_combine(y1.x, -y2.x, c1.x, s1.x),
+                                       qkv::rope_combine(y1.y, -y2.y, c1.y, s1.y));
+            o2 = __floats2bfloat162_rn(qkv::rope_combine(y2.x, y1.x, c2.x, s2.x),
+                                       qkv::rope_combine(y2.y, y1.y, c2.y, s2.y));
           }
-          __nv_bfloat16* dst = out_row + head * head_stride + d;
-          *reinterpret_cast<__nv_bfloat162*>(dst) = o1;
-          *reinterpret_cast<__nv_bfloat162*>(dst + kHalf) = o2;
+          o[0][j] = *reinterpret_cast<const uint32_t*>(&o1);
+          o[1][j] = *reinterpret_cast<const uint32_t*>(&o2);
         }
+        // 16-byte stores: the four lanes of a row hold channel pairs 2 q of groups j..j+3; after a 4 x 4
+        // transpose across them, lane q holds all 8 channels of group j + q.
+        CUTLASS_PRAGMA_UNROLL
+        for (int half = 0; half < 2; ++half)
+          CUTLASS_PRAGMA_UNROLL
+          for (int k = 0; k < 2; ++k) {
+            uint32_t w[4] = {o[half][4 * k], o[half][4 * k + 1], o[half][4 * k + 2], o[half][4 * k + 3]};
+            quad_transpose(w, q);
+            if (live[v1])
+              *reinterpret_cast<uint4*>(out_row + head * head_stride + half * kHalf + (4 * k + q) * 8) =
+                  make_uint4(w[0], w[1], w[2], w[3]);
+          }
       }
     }
   }

@@ -244,17 +244,18 @@ bool qkv_plan_rule(std::string& err) {
   return true;
 }
 
-// Where 007's projections take the GEMM with the RoPE epilogue (qkv_gemm_epi_rows): the 4096-row
-// workloads (B32 S128, B8 S512, B4 S1024, B1 S4096) measured 2-5% faster; 2048 rows and 16384 / 17312
-// rows not (bench/NOTES.md, fourteenth session calls 3-4).
+// Which GEMM with the RoPE epilogue 007's projections take (qkv_gemm_epi_tile): the pass below 4096
+// rows, 64 x 256 ping-pong at the 4096-row workloads (B32 S128, B8 S512, B4 S1024, B1 S4096), 128 x 256
+// cooperative from 8192 rows (bench/NOTES.md, fifteenth session calls 1-2).
 bool qkv_epi_rule(std::string& err) {
-  EXPECT(!qkv_gemm_epi_rows(1024));
-  EXPECT(!qkv_gemm_epi_rows(2048));   // B2 S1024
-  EXPECT(qkv_gemm_epi_rows(4096));    // B32 S128, B8 S512, B4 S1024, B1 S4096
-  EXPECT(qkv_gemm_epi_rows(8191));
-  EXPECT(!qkv_gemm_epi_rows(8192));   // B32 S256
-  EXPECT(!qkv_gemm_epi_rows(16384));  // B64 S256
-  EXPECT(!qkv_gemm_epi_rows(17312));  // B32 S541
+  EXPECT(qkv_gemm_epi_tile(1024) == QkvEpiTile::kNone);
+  EXPECT(qkv_gemm_epi_tile(2048) == QkvEpiTile::kNone);            // B2 S1024
+  EXPECT(qkv_gemm_epi_tile(4095) == QkvEpiTile::kNone);
+  EXPECT(qkv_gemm_epi_tile(4096) == QkvEpiTile::kPingPong64x256);  // B32 S128, B8 S512, B4 S1024, B1 S4096
+  EXPECT(qkv_gemm_epi_tile(8191) == QkvEpiTile::kPingPong64x256);
+  EXPECT(qkv_gemm_epi_tile(8192) == QkvEpiTile::kCoop128x256);     // B32 S256
+  EXPECT(qkv_gemm_epi_tile(16384) == QkvEpiTile::kCoop128x256);    // B64 S256
+  EXPECT(qkv_gemm_epi_tile(17312) == QkvEpiTile::kCoop128x256);    // B32 S541
   return true;
 }
 
