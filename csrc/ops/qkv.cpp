@@ -276,14 +276,18 @@ at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
 // A launch whose GEMMs have run and whose RoPE pass is still to come (launch_rope_passes): y and the
 // block holding it, kept alive until the pass is launched.
 // When some of the launch's groups ran with the RoPE in their GEMM epilogue, the pass covers only the
-// others: `rest` holds those (their out pointers set), and params() is what the pass gets. When none
-// did, the pass gets p itself: its outputs may only be allocated by launch_rope_passes.
+// others: `reduced` is set and `rest` holds those (their out pointers set), and params() is what the
+// pass gets. Otherwise (every launch of the grouped path, which leaves `rest` empty) the pass gets p
+// itself: its outputs may only be allocated by launch_rope_passes. The flag is not derivable from the
+// group counts: an empty `rest` means "not used" there. (The fourteenth session's review had removed
+// it; the GPU suite caught every grouped-path pass launching with no groups.)
 struct PendingRope {
   QkvParams* p = nullptr;
   ProjectionY y;
   at::Tensor block;
+  bool reduced = false;
   QkvParams rest;
-  const QkvParams* params() const { return rest.num_groups < p->num_groups ? &rest : p; }
+  const QkvParams* params() const { return reduced ? &rest : p; }
 };
 
 // The op-level all-GEMMs plan (qkv_op_plan kGemmAll: 034's two launches below 2048 rows each) runs both
@@ -481,7 +485,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
   if (rest.num_groups == 0) return false;  // every group's RoPE ran in its GEMM
-  PendingRope pend{&p, y, y_block, rest};
+  PendingRope pend{&p, y, y_block, rest.num_groups < p.num_groups, rest};
   if (defer != nullptr) {
     *defer = pend;
     return true;
