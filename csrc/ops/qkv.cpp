@@ -311,6 +311,8 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   for (int i = 0; i < n; ++i) {
     outs.materialize(pend[i].p);
     ps[i] = pend[i].params();
+    TORCH_CHECK(ps[i]->num_groups >= 1 && ps[i]->m >= 1, op, ": internal error: RoPE pass ", i, " of ", n,
+                " has ", ps[i]->num_groups, " groups and ", num(ps[i]->m), " rows");
     ys[i] = pend[i].y.ptr;
     lds[i] = pend[i].y.ldy;
   }
