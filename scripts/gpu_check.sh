@@ -9,7 +9,8 @@
 #          command of PROBE_CMDS (e.g. "python3 bench/probe_qkv.py --iters 10"), logs under $OUT.
 #   all and final run the PROBE_CMDS too when set (after the bench / the sanitizers).
 # Logs end up in $OUT/logs.tar.gz (the device tool returns at most 8 files); JSON, junit.xml, plots
-# and summary.txt stay as they are.
+# and summary.txt stay as they are, unless more than 8 files are left: then all but summary.txt,
+# logs.tar.gz and junit.xml travel in extras.tar.gz.
 # Environment: OUT, CALL_BUDGET_S (default 560: caps every stage's timeout), MAX_JOBS (default 16),
 #              BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default tests/), TEST_TIMEOUT_S,
 #              SANITIZE_TESTS (both tools) / SANITIZE_RACECHECK_TESTS (racecheck's default subset) /
@@ -143,6 +144,12 @@ case "$what" in
 esac
 log "done status=$status"
 # At most 8 files come back from the device machine: the logs travel as one archive (summary.txt stays).
-( cd "$OUT" && logs=$(ls -- *.log build_warnings.txt gpu.txt 2>/dev/null) && [ -n "$logs" ] \
+( cd "$OUT" && logs=$(ls -- *.log build_warnings.txt gpu.txt 2>/dev/null; true) && [ -n "$logs" ] \
     && tar czf logs.tar.gz $logs && rm -f $logs )
+# If more than 8 files are left (e.g. a probe's A/B wrote one JSON per arm and round), everything but
+# summary.txt, logs.tar.gz and junit.xml goes into extras.tar.gz: otherwise the tool may drop the logs
+# (fifteenth session, call 1: nine JSON files pushed out logs.tar.gz and the pytest result was lost).
+( cd "$OUT" && [ "$(find . -maxdepth 1 -type f | wc -l)" -gt 8 ] \
+    && extras=$(find . -maxdepth 1 -type f ! -name summary.txt ! -name logs.tar.gz ! -name junit.xml -printf '%f\n') \
+    && tar czf extras.tar.gz $extras && rm -f $extras && echo "== packed $(echo $extras | wc -w) files into extras.tar.gz" >> summary.txt )
 exit $status
