@@ -1,6 +1,7 @@
 """GPU timeline of one native layer call: each kernel's start, duration and the gap before it.
 
     python3 bench/probe_timeline.py [--reps 5] [--workloads '007[B=1,S=128],034:15']
+    python3 bench/probe_timeline.py --gemms 128x512x3584+b,128x3584x3584 [--configs auto,t64x64x64_c1x1_pingpong]
 
 nsys is not on the device machine; torch.profiler's CUDA activity records (CUPTI) give the kernels'
 GPU timestamps. Two modes per workload:
@@ -10,6 +11,10 @@ GPU timestamps. Two modes per workload:
 Per kernel, the median over --reps calls of: start relative to the call's first kernel, duration, and
 the idle gap since the previous kernel ended (negative = overlap). CUPTI adds host time per launch, so
 the cold mode's gaps are an upper bound; the durations and the ahead mode's gaps are the GPU's.
+
+--gemms times single projection GEMMs instead of layers (MxNxK, "+b" with a bias): cuBLAS's F.linear
+and vlattn.linear with each of --configs ("auto" = the dispatcher's pick; default: auto and every
+built config), so that a small GEMM's GPU duration and its launch gap can be told apart.
 
 --workloads takes vlattn-bench's grammar: PPP:i (i = the line in workload.jsonl), or a substring of a
 workload's name. (Until 2026-12-01 PPP:i here meant the i-th by SOL: older bench/NOTES.md entries.)
@@ -43,6 +48,19 @@ def layer_fn(w):
     if w.problem == "007":
         return lambda: vlattn.mrope_self_attention(*v)
     return lambda: vlattn.vision_cross_attention(*v)
+
+
+def gemm_fns(spec, configs):
+    """(label, fn) pairs for one GEMM spec "MxNxK[+b]": F.linear, then vlattn.linear per config."""
+    bias = spec.endswith("+b")
+    m, n, k = (int(v) for v in spec.removesuffix("+b").split("x"))
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    wt = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02
+    b = torch.randn(n, dtype=torch.bfloat16, device="cuda") if bias else None
+    fns = [("cublas", lambda: torch.nn.functional.linear(x, wt, b))]
+    for c in configs:
+        fns.append((c, lambda c=c: vlattn.linear(x, wt, b, config=None if c == "auto" else c)))
+    return fns
 
 
 def kernels_of_calls(trace_path, reps):
@@ -124,18 +142,29 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--workloads", default="007[B=1,S=128],007[B=1,S=512],007[B=1,S=1024],034[B=2,Lq=128,Lv=196],034[B=1,Lq=512,Lv=784]")
+    ap.add_argument("--gemms", default="", help="MxNxK[+b],...: time single GEMMs instead of layers")
+    ap.add_argument("--configs", default="", help="vlattn.linear configs for --gemms (default: auto + all)")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
-    for w in select_workloads(W.load(), args.workloads):
-        fn = layer_fn(w)
+    if args.gemms:
+        from vlattn.gemm_configs import GEMM_CONFIGS
+        configs = args.configs.split(",") if args.configs else ["auto"] + [c.name for c in GEMM_CONFIGS]
+        jobs = [(f"{spec} {label}", fn) for spec in args.gemms.split(",") for label, fn in gemm_fns(spec, configs)]
+    else:
+        jobs = [(w.name, layer_fn(w)) for w in select_workloads(W.load(), args.workloads)]
+    for name, fn in jobs:
         for mode in ("ahead", "cold"):
-            calls = run(fn, args.reps, mode == "ahead", scratch)
+            try:
+                calls = run(fn, args.reps, mode == "ahead", scratch)
+            except RuntimeError as exc:  # a config that cannot run this shape
+                print(f"{name} {mode}: {str(exc).splitlines()[0]}", flush=True)
+                break
             if not calls or not all(c for _, c in calls):
-                print(f"{w.name} {mode}: no kernels found", flush=True)
+                print(f"{name} {mode}: no kernels found", flush=True)
                 continue
             rows, span, same, lead, cold = summarize(calls)
-            print(f"{w.name:28s} {mode:5s} first-kernel-start to last-kernel-end {span:7.1f} us; flush end to "
+            print(f"{name:28s} {mode:5s} first-kernel-start to last-kernel-end {span:7.1f} us; flush end to "
                   f"first kernel {lead:6.1f}, to last kernel end {cold:7.1f}"
                   f"{'' if same else ' (kernel counts differ between calls)'}", flush=True)
             for name, start, dur, gap, queued in rows:
