@@ -247,15 +247,19 @@ def test_gemm_config_by_env(tmp_path, rng_seed):
     assert outs[9].item() == 1, "config='gemm' with a misaligned bias did not raise"
 
 
-def assert_switch_bitwise_neutral(script, tmp_path, rng_seed, var, count, what):
+def assert_switch_bitwise_neutral(script, tmp_path, rng_seed, var, count, what, values=(None,)):
     """``script``'s q, k, v outputs (``count`` tensors, in q/k/v order per call) with the switch ``var``
-    at its default and at 0, each in a fresh process: all finite, equal bit for bit."""
-    on = outputs_in_subprocess(script, tmp_path / "on.pt", {}, rng_seed)
+    at each of ``values`` (None: its default) and at 0, each in a fresh process: all finite, equal bit
+    for bit."""
     off = outputs_in_subprocess(script, tmp_path / "off.pt", {var: "0"}, rng_seed)
-    assert len(on) == len(off) == count
-    for i, (a, b) in enumerate(zip(on, off)):
-        assert torch.isfinite(a.float()).all(), f"output {i} not finite"
-        assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): {what}")
+    for value in values:
+        env = {} if value is None else {var: value}
+        on = outputs_in_subprocess(script, tmp_path / f"on{value or ''}.pt", env, rng_seed)
+        assert len(on) == len(off) == count
+        for i, (a, b) in enumerate(zip(on, off)):
+            assert torch.isfinite(a.float()).all(), f"output {i} not finite"
+            label = what if value is None else f"{what} ({var}={value})"
+            assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): {label}")
 
 
 _GEMM_STREAMS_SCRIPT = r"""
@@ -497,16 +501,10 @@ torch.save([t.cpu() for t in outs], sys.argv[1])
 def test_gemm_epilogue_is_bitwise_neutral(tmp_path, rng_seed):
     """Config "gemm" with the RoPE in the GEMM epilogue gives the bits of the GEMM + RoPE pass path
     (VLATTN_QKV_GEMM_EPI=0) on random (not exactly representable) inputs, both by the default rule (007
-    at 4200 rows) and everywhere it can run (=2: 034's v too): the same fp32 accumulators, the same
-    roundings."""
-    off = outputs_in_subprocess(_GEMM_EPI_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_GEMM_EPI": "0"}, rng_seed)
-    for value in ("1", "2", "3"):
-        on = outputs_in_subprocess(_GEMM_EPI_SCRIPT, tmp_path / f"on{value}.pt", {"VLATTN_QKV_GEMM_EPI": value},
-                                   rng_seed)
-        assert len(on) == len(off) == 6
-        for i, (a, b) in enumerate(zip(on, off)):
-            assert torch.isfinite(a.float()).all(), f"output {i} not finite"
-            assert_bitwise(a, b, f"{'qkv'[i % 3]} (call {i // 3}): RoPE epilogue ({value}) vs the RoPE pass")
+    at 4200 rows) and everywhere it can run on either tile (=2 ping-pong, =3 cooperative; 034's v too):
+    the same fp32 accumulators, the same roundings."""
+    assert_switch_bitwise_neutral(_GEMM_EPI_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_EPI", 6,
+                                  "RoPE epilogue vs the RoPE pass", values=("1", "2", "3"))
 
 
 @requires_sm90

@@ -324,8 +324,8 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
 
 // VLATTN_QKV_GEMM_EPI (read once): 0 = every group of config "gemm" through y and the RoPE pass; 1
 // (default) = the measured rule qkv_gemm_epi_tile for launches whose groups all take the epilogue
-// GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows (A/B); 3 = as 2
-// on 128 x 256 cooperative tiles instead of 64 x 256 ping-pong (A/B).
+// GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows, on 64 x 256
+// ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B).
 int gemm_epi_mode() {
   static const int mode = [] {
     const char* env = std::getenv("VLATTN_QKV_GEMM_EPI");
@@ -371,7 +371,8 @@ GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmPa
   return e;
 }
 
-GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, bool coop, const at::TensorOptions& like) {
+GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, QkvEpiTile tile, const at::TensorOptions& like) {
+  const bool coop = tile == QkvEpiTile::kCoop128x256;
   const size_t ws_bytes = coop ? gemm_rope_epi_workspace_coop(e) : gemm_rope_epi_workspace(e);
   at::Tensor workspace;  // from the caching allocator (the current stream's): capturable
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
@@ -386,15 +387,19 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
                       PendingRope* defer = nullptr) {
   // Groups on the epilogue GEMM write their outputs directly (allocated first); the others, `rest`,
   // go through y and the RoPE pass. y holds rest's groups only.
+  // The tile: the measured rule, or the one an A/B forces (2: ping-pong, 3: cooperative).
+  const int mode = gemm_epi_mode();
+  const QkvEpiTile tile = mode == 0   ? QkvEpiTile::kNone
+                          : mode == 2 ? QkvEpiTile::kPingPong64x256
+                          : mode == 3 ? QkvEpiTile::kCoop128x256
+                                      : qkv_gemm_epi_tile(p.m);
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;
-  const int mode = gemm_epi_mode();
   for (int g = 0; g < p.num_groups; ++g) {
-    epi[g] = mode != 0 && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
+    epi[g] = tile != QkvEpiTile::kNone && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
     n_epi += epi[g] ? 1 : 0;
   }
-  const bool coop = mode == 3 || (mode == 1 && qkv_gemm_epi_tile(p.m) == QkvEpiTile::kCoop128x256);
-  if (mode == 1 && (n_epi < p.num_groups || qkv_gemm_epi_tile(p.m) == QkvEpiTile::kNone)) {
+  if (mode == 1 && n_epi < p.num_groups) {  // the rule: all of the launch's groups or none
     for (bool& e : epi) e = false;
     n_epi = 0;
   }
@@ -446,15 +451,12 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     gp.device = device;
     gp.sm_count = p.sm_count;
     gp.stream = on_side ? side_stream->stream() : p.stream;
+    // The side stream current while the GEMM's workspace is allocated: it is then the side stream's
+    // block, which the allocator hands out again only to work ordered after this GEMM.
+    c10::cuda::OptionalCUDAStreamGuard on;
+    if (on_side) on.reset_stream(*side_stream);
     if (epi[g]) {
-      const GemmRopeEpiParams e = epi_params(p, grp, gp);
-      GemmStatus status;
-      if (on_side) {
-        const c10::cuda::CUDAStreamGuard on(*side_stream);
-        status = run_gemm_epi(e, coop, x.options());
-      } else {
-        status = run_gemm_epi(e, coop, x.options());
-      }
+      const GemmStatus status = run_gemm_epi(epi_params(p, grp, gp), tile, x.options());
       VLATTN_HOST_MARK("qkv.gemm_rope.gemm_epi");
       TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue failed for M=",
                   num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
@@ -468,15 +470,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
       entry = count > 0 ? &all[0] : nullptr;
     }
     TORCH_CHECK(entry != nullptr, op, ": config 'gemm' needs the GEMM configs, and this build has none");
-    GemmStatus status;
-    if (on_side) {
-      // The side stream current while run_gemm allocates: its workspace is then the side stream's
-      // block, which the allocator hands out again only to work ordered after this GEMM.
-      const c10::cuda::CUDAStreamGuard on(*side_stream);
-      status = run_gemm(*entry, gp, x.options());
-    } else {
-      status = run_gemm(*entry, gp, x.options());
-    }
+    const GemmStatus status = run_gemm(*entry, gp, x.options());
     VLATTN_HOST_MARK("qkv.gemm_rope.gemm");
     TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));

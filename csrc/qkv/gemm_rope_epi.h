@@ -41,13 +41,13 @@ struct GemmRopeEpiParams {
   GemmRopeEpilogueArgs epi;
 };
 
-// The kernel: 64 x 256 ping-pong tiles in 2-CTA clusters along M (the weight tile multicast to both):
-// one consumer warpgroup's epilogue runs under the other's mainloop. (A 128 x 256 cooperative variant,
-// epilogue between two mainloops, measured -2% to +6% per 007 layer against the pass and slower than
-// ping-pong on 5 of 7 layers: bench/NOTES.md, fourteenth session call 3.)
+// The kernels, one translation unit each; which runs: qkv_gemm_epi_tile (qkv/qkv_config.h).
+// 64 x 256 ping-pong tiles in 2-CTA clusters along M (the weight tile multicast to both): one consumer
+// warpgroup's epilogue runs under the other's mainloop (4096-8191 rows).
 size_t gemm_rope_epi_workspace(const GemmRopeEpiParams& p);
 GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
-// The 128 x 256 cooperative tile in 2-CTA clusters (vlattn.linear's large tile), for A/B only.
+// 128 x 256 cooperative tiles in 2-CTA clusters (vlattn.linear's large tile): the epilogue runs between
+// two mainloops, the faster mainloop from 8192 rows.
 size_t gemm_rope_epi_workspace_coop(const GemmRopeEpiParams& p);
 GemmStatus gemm_rope_epi_run_coop(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 

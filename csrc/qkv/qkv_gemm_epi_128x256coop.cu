@@ -1,5 +1,5 @@
 // Projection GEMM with the RoPE + head-major epilogue (qkv/gemm_rope_epi.h): 128 x 256 cooperative
-// tiles in 2-CTA clusters along M (development A/B: VLATTN_QKV_GEMM_EPI=3).
+// tiles in 2-CTA clusters along M (from 8192 rows: qkv_gemm_epi_tile; forced by VLATTN_QKV_GEMM_EPI=3).
 #define CUTLASS_ENABLE_GDC_FOR_SM90 1
 #include "qkv/sm90_gemm_rope_epi.cuh"
 

@@ -1,5 +1,5 @@
 // Projection GEMM with the RoPE + head-major epilogue (qkv/gemm_rope_epi.h): 64 x 256 ping-pong tiles
-// in 2-CTA clusters along M.
+// in 2-CTA clusters along M (4096-8191 rows: qkv_gemm_epi_tile; forced by VLATTN_QKV_GEMM_EPI=2).
 #define CUTLASS_ENABLE_GDC_FOR_SM90 1
 #include "qkv/sm90_gemm_rope_epi.cuh"
 
