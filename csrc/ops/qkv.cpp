@@ -160,8 +160,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
       {"splitk3d", QkvConfig::kSplitK3D}, {"splitk4d", QkvConfig::kSplitK4D}, {"m256k1", QkvConfig::kM256K1},
       {"m256k2", QkvConfig::kM256K2},   {"m256k3", QkvConfig::kM256K3},   {"m256k4", QkvConfig::kM256K4},
       {"c256", QkvConfig::kC256},       {"m128mc", QkvConfig::kM128Mc},   {"gemm", QkvConfig::kGemmRope},
-      {"grouped128", QkvConfig::kGrouped128}, {"grouped64", QkvConfig::kGrouped64},
-      {"grouped128x144", QkvConfig::kGrouped128x144}, {"grouped64x144", QkvConfig::kGrouped64x144}};
+      {"grouped128", QkvConfig::kGrouped128}, {"grouped64", QkvConfig::kGrouped64}};
   for (const auto& [name, cfg] : kNamed) {
     if (config != name) continue;
     TORCH_CHECK(cfg != QkvConfig::kGemmRope || bias_aligned, op,
@@ -491,33 +490,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   return false;
 }
 
-// VLATTN_QKV_GROUPED_RULE (read once): 1 (default) = the feed model's tile (grouped_tile_by_feed) for
-// the grouped plan and config "grouped", and 007's grouped plan from 256 rows; 0 = as before the
-// sixteenth session (the plan from 512 rows on 128 x 192 tiles; "grouped" by grouped_tile_for).
-bool grouped_feed_rule() {
-  static const bool on = [] {
-    const char* env = std::getenv("VLATTN_QKV_GROUPED_RULE");
-    return env == nullptr || env[0] != '0';
-  }();
-  return on;
-}
-
-bool is_grouped(QkvConfig cfg) {
-  return cfg == QkvConfig::kGrouped128 || cfg == QkvConfig::kGrouped64 || cfg == QkvConfig::kGrouped128x144 ||
-         cfg == QkvConfig::kGrouped64x144;
-}
-
-// The grouped GEMM's tile of a grouped config (is_grouped(cfg)).
-GroupedTile grouped_tile(QkvConfig cfg) {
-  switch (cfg) {
-    case QkvConfig::kGrouped64: return GroupedTile::k64x192;
-    case QkvConfig::kGrouped128x144: return GroupedTile::k128x144;
-    case QkvConfig::kGrouped64x144: return GroupedTile::k64x144;
-    default: return GroupedTile::k128x192;
-  }
-}
-
-// The grouped configs (is_grouped): the projections of all launches (007: one input, three groups;
+// Config kGrouped128 / kGrouped64: the projections of all launches (007: one input, three groups;
 // 034: the text's Q and the vision tokens' K and V) as one CUTLASS grouped GEMM (qkv_grouped.h) into
 // one bf16 y [M, all heads * 128] per launch, then each launch's RoPE pass as in kGemmRope. The
 // grouped kernel reads its problem list from a workspace that a one-block kernel fills first (both
@@ -570,10 +543,9 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
     TORCH_CHECK(reinterpret_cast<uintptr_t>(gp.prob[i].bias) % 16 == 0, op,
                 ": the grouped configs need biases that start at 16-byte aligned addresses");
   }
-  if (!is_grouped(cfg))
-    cfg = grouped_feed_rule() ? grouped_tile_by_feed(rows_cols, gp.count, gp.sm_count)
-                              : grouped_tile_for(rows_cols, gp.count, gp.sm_count);
-  const GroupedTile tile = grouped_tile(cfg);
+  if (cfg != QkvConfig::kGrouped128 && cfg != QkvConfig::kGrouped64)
+    cfg = grouped_tile_for(rows_cols, gp.count, gp.sm_count);
+  const GroupedTile tile = cfg == QkvConfig::kGrouped64 ? GroupedTile::k64x192 : GroupedTile::k128x192;
   const size_t bytes = grouped_gemm_workspace_bytes(gp, tile);
   TORCH_CHECK(bytes > 0, op, ": the grouped GEMM cannot take these projections (", num(gp.count),
               " problems, K=", num(gp.prob[0].k), ")");
@@ -597,20 +569,13 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   }
 }
 
-// "grouped" (tile by wave count), "grouped128", "grouped64", "grouped128x144", "grouped64x144": the
-// grouped path for every launch of the op. Returns kM128 (unused) when config names no grouped path.
+// "grouped" (tile by wave count), "grouped128", "grouped64": the grouped path for every launch of
+// the op. Returns kM128 (unused) when config names no grouped path.
 QkvConfig grouped_config(c10::string_view config, bool* grouped) {
-  static const std::pair<const char*, QkvConfig> kGroupedNames[] = {
-      {"grouped", QkvConfig::kGemmRope},  // any non-grouped value: the tile is picked later
-      {"grouped128", QkvConfig::kGrouped128},
-      {"grouped64", QkvConfig::kGrouped64},
-      {"grouped128x144", QkvConfig::kGrouped128x144},
-      {"grouped64x144", QkvConfig::kGrouped64x144}};
-  for (const auto& [name, cfg] : kGroupedNames) {
-    if (config != name) continue;
-    *grouped = true;
-    return cfg;
-  }
+  *grouped = true;
+  if (config == "grouped") return QkvConfig::kGemmRope;  // any non-grouped value: the tile is picked later
+  if (config == "grouped128") return QkvConfig::kGrouped128;
+  if (config == "grouped64") return QkvConfig::kGrouped64;
   *grouped = false;
   return QkvConfig::kM128;
 }
@@ -662,7 +627,7 @@ QkvPlan plan_for(QkvParams* const* ps, int n) {
       all_or_none = all_or_none && (ps[i]->groups[g].bias != nullptr) == first_bias;
     }
   }
-  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count, grouped_feed_rule() ? 256 : 512);
+  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count);
   if (!aligned || (plan == QkvPlan::kGrouped && !all_or_none)) return QkvPlan::kPerLaunch;
   return plan;
 }
@@ -683,8 +648,7 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
   if (grouped) return launch_grouped(op, ps, xs, n, gcfg, outs);
   if ((config.empty() || config == "auto") && op_plan_enabled()) {
     const QkvPlan plan = plan_for(ps, n);
-    if (plan == QkvPlan::kGrouped)  // a non-grouped config value: launch_grouped picks the tile
-      return launch_grouped(op, ps, xs, n, grouped_feed_rule() ? QkvConfig::kGemmRope : QkvConfig::kGrouped128, outs);
+    if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128, outs);
     if (plan == QkvPlan::kGemmAll) {
       // Merged: every launch's GEMMs, then one RoPE pass for all; otherwise a pass after each.
       TORCH_CHECK(n <= 2, op, ": internal error: ", num(n), " launches");

@@ -37,10 +37,6 @@ enum class QkvConfig : int32_t {
   // "grouped64"; "grouped" picks the tile by wave count (grouped_tile_for below).
   kGrouped128 = 15,
   kGrouped64 = 16,
-  // The same with 144-column tiles (qkv_grouped.h: 33 column tiles over 007's projections): named
-  // "grouped128x144" (cooperative) / "grouped64x144" (ping-pong).
-  kGrouped128x144 = 17,
-  kGrouped64x144 = 18,
 };
 
 // Rows of one launch (007: B*S; 034: B*Lq for Q, B*Lv for K/V) from which the automatic choice is
@@ -115,38 +111,6 @@ inline QkvConfig grouped_tile_for(const int64_t (*rows_cols)[2], int count, int 
   return waves64 * 55 < waves128 * 100 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128;
 }
 
-// The grouped GEMM's tile by a feed model (sixteenth session): with K fixed, a tile costs the bytes of
-// its operand slabs, (tile_m + tile_n) * K, streamed into the SM at a fixed rate (~70 GB/s per SM
-// from L2 on the H200: the 128 x 192 grouped GEMM at 007 M=1024, 2 tiles per CTA, and CUTLASS's 128 x
-// 256 mainloop at 770 TFLOP/s both read that), and a CTA works through ceil(tiles / SMs) of them one
-// after another (a ping-pong CTA's two warpgroups share the feed). Cost = tiles per CTA * (tile_m +
-// tile_n); the cheapest of the four tiles, ties to the earlier one. 007 (3584 + 2 x 512 columns):
-// 256 rows -> 64 x 144 (132 tiles: 208 vs 320 for 128 x 192), 512 -> 128 x 144 (132 tiles: 272 vs
-// 320), 613 -> 128 x 192 (125 tiles: 320 vs 544), 1024 -> 128 x 144 (264 tiles, 2 per CTA: 544 vs
-// 640); 034 at 5184 rows keeps 128 x 192 (5 waves: 1600 vs 1904).
-inline QkvConfig grouped_tile_by_feed(const int64_t (*rows_cols)[2], int count, int sm_count) {
-  struct Tile {
-    QkvConfig cfg;
-    int64_t m, n;
-  };
-  constexpr Tile kTiles[] = {{QkvConfig::kGrouped128, 128, 192},
-                             {QkvConfig::kGrouped128x144, 128, 144},
-                             {QkvConfig::kGrouped64, 64, 192},
-                             {QkvConfig::kGrouped64x144, 64, 144}};
-  if (sm_count <= 0) return QkvConfig::kGrouped128;
-  QkvConfig best = QkvConfig::kGrouped128;
-  int64_t best_cost = INT64_MAX;
-  for (const Tile& t : kTiles) {
-    const int64_t per_cta = (grouped_tiles(rows_cols, count, t.m, t.n) + sm_count - 1) / sm_count;
-    const int64_t cost = per_cta * (t.m + t.n);
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = t.cfg;
-    }
-  }
-  return best;
-}
-
 // The op-level plan, chosen before the per-launch rule above. launch_rows: rows of each launch
 // (007: one, B*S; 034: two, B*Lq then B*Lv); rows_cols: (M, N) of every projection. H200,
 // 2026-11-30 (bench/NOTES.md eighth session, probe_qkv, cold, per-launch auto -> plan):
@@ -159,13 +123,12 @@ inline QkvConfig grouped_tile_by_feed(const int64_t (*rows_cols)[2], int count, 
 //     (746 tiles, 5.65 waves) it lost (250.1 vs 260.9), at 10368 (1292 tiles) too (414.9 vs 460.5).
 enum class QkvPlan : int32_t { kPerLaunch = 0, kGrouped = 1, kGemmAll = 2 };
 
-// grouped_min_rows: the fewest rows of a single launch (007) that take the grouped plan.
 inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64_t (*rows_cols)[2], int count,
-                           int sm_count, int64_t grouped_min_rows = 512) {
+                           int sm_count) {
   if (sm_count <= 0 || count <= 0) return QkvPlan::kPerLaunch;
   int64_t total = 0;
   for (int i = 0; i < launches; ++i) total += launch_rows[i];
-  if (launches == 1) return total >= grouped_min_rows && total < 2048 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
+  if (launches == 1) return total >= 512 && total < 2048 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
   if (total < 2048) return total > 0 ? QkvPlan::kGemmAll : QkvPlan::kPerLaunch;
   if (total < 4096) return QkvPlan::kPerLaunch;
   const int64_t tiles = grouped_tiles(rows_cols, count, 128, 192);

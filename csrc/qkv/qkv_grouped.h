@@ -48,9 +48,6 @@ struct GroupedGemmParams {
 enum class GroupedTile : int32_t {
   k128x192 = 0,  // cooperative: two consumer warpgroups on one 128 x 192 tile
   k64x192 = 1,   // ping-pong: each consumer warpgroup its own 64 x 192 tile
-  k128x144 = 2,  // cooperative 128 x 144: 33 column tiles over 007's 3584 + 2 x 512 columns, so 4 / 8 row
-                 // tiles are exactly 1 / 2 waves of 132 SMs (128 x 192: 25 columns, 100 / 200 tiles)
-  k64x144 = 3,   // ping-pong 64 x 144: 007 at 256 rows is 132 tiles, one per SM
 };
 
 // Workspace for one launch (the device argument block and CUTLASS's per-SM tensor maps), 0 when the
@@ -66,29 +63,14 @@ size_t grouped_gemm_workspace_128x192(const GroupedGemmParams& p);
 cudaError_t grouped_gemm_run_128x192(const GroupedGemmParams& p, void* workspace, size_t bytes);
 size_t grouped_gemm_workspace_64x192(const GroupedGemmParams& p);
 cudaError_t grouped_gemm_run_64x192(const GroupedGemmParams& p, void* workspace, size_t bytes);
-size_t grouped_gemm_workspace_128x144(const GroupedGemmParams& p);
-cudaError_t grouped_gemm_run_128x144(const GroupedGemmParams& p, void* workspace, size_t bytes);
-size_t grouped_gemm_workspace_64x144(const GroupedGemmParams& p);
-cudaError_t grouped_gemm_run_64x144(const GroupedGemmParams& p, void* workspace, size_t bytes);
 
 inline size_t grouped_gemm_workspace_bytes(const GroupedGemmParams& p, GroupedTile tile) {
-  switch (tile) {
-    case GroupedTile::k128x192: return grouped_gemm_workspace_128x192(p);
-    case GroupedTile::k64x192: return grouped_gemm_workspace_64x192(p);
-    case GroupedTile::k128x144: return grouped_gemm_workspace_128x144(p);
-    case GroupedTile::k64x144: return grouped_gemm_workspace_64x144(p);
-  }
-  return 0;
+  return tile == GroupedTile::k128x192 ? grouped_gemm_workspace_128x192(p) : grouped_gemm_workspace_64x192(p);
 }
 
 inline cudaError_t grouped_gemm_sm90(const GroupedGemmParams& p, GroupedTile tile, void* workspace, size_t bytes) {
-  switch (tile) {
-    case GroupedTile::k128x192: return grouped_gemm_run_128x192(p, workspace, bytes);
-    case GroupedTile::k64x192: return grouped_gemm_run_64x192(p, workspace, bytes);
-    case GroupedTile::k128x144: return grouped_gemm_run_128x144(p, workspace, bytes);
-    case GroupedTile::k64x144: return grouped_gemm_run_64x144(p, workspace, bytes);
-  }
-  return cudaErrorNotSupported;
+  return tile == GroupedTile::k128x192 ? grouped_gemm_run_128x192(p, workspace, bytes)
+                                       : grouped_gemm_run_64x192(p, workspace, bytes);
 }
 
 }  // namespace vlattn

@@ -583,8 +583,8 @@ def mrope_qkv(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor | None, k_
     on a second stream), then one RoPE + layout kernel; the automatic choice takes it from 1024 rows on, VLATTN_QKV_GEMM_MIN_M=<rows>
     moves that, 0 turns it off), "grouped128" / "grouped64" (not fused: all three projections in one
     CUTLASS grouped GEMM launch with 128 x 192 cooperative or 64 x 192 ping-pong tiles, then the same
-    RoPE + layout kernel; the biases all given or all None, 16-byte aligned), "grouped128x144" /
-    "grouped64x144" (the same with 144-column tiles) or "grouped" (the tile by wave count)."""
+    RoPE + layout kernel; the biases all given or all None, 16-byte aligned) or "grouped" (the tile by
+    wave count)."""
     _ext.require("vlattn.mrope_qkv")
     return torch.ops.vlattn.mrope_qkv(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
                                       mrope_section=list(mrope_section), config=config)

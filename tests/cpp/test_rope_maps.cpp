@@ -241,21 +241,6 @@ bool qkv_plan_rule(std::string& err) {
   EXPECT(grouped_tile_for(m256, 3, 132) == QkvConfig::kGrouped64);
   const int64_t m512[3][2] = {{512, 3584}, {512, 512}, {512, 512}};
   EXPECT(grouped_tile_for(m512, 3, 132) == QkvConfig::kGrouped128);
-  // The feed model (VLATTN_QKV_GROUPED_RULE=1): tiles per CTA x (tile_m + tile_n).
-  EXPECT(grouped_tile_by_feed(m256, 3, 132) == QkvConfig::kGrouped64x144);   // 132 tiles of 64 x 144
-  EXPECT(grouped_tile_by_feed(m512, 3, 132) == QkvConfig::kGrouped128x144);  // 132 tiles of 128 x 144
-  const int64_t m613[3][2] = {{613, 3584}, {613, 512}, {613, 512}};
-  EXPECT(grouped_tile_by_feed(m613, 3, 132) == QkvConfig::kGrouped128);      // 125 tiles; 165 of 128 x 144
-  const int64_t m1024[3][2] = {{1024, 3584}, {1024, 512}, {1024, 512}};
-  EXPECT(grouped_tile_by_feed(m1024, 3, 132) == QkvConfig::kGrouped128x144); // 264 tiles: 2 per CTA
-  const int64_t x5184[3][2] = {{2048, 4096}, {3136, 1024}, {3136, 1024}};  // 034 B2 Lq1024
-  EXPECT(grouped_tile_by_feed(x5184, 3, 132) == QkvConfig::kGrouped128);
-  EXPECT(grouped_tile_by_feed(m512, 3, 0) == QkvConfig::kGrouped128);
-  // 007's grouped plan from 256 rows under the feed rule.
-  const int64_t r256[1] = {256};
-  EXPECT(qkv_op_plan(r256, 1, m256, 3, 132, 256) == P::kGrouped);
-  const int64_t r128[1] = {128};
-  EXPECT(qkv_op_plan(r128, 1, m256, 3, 132, 256) == P::kPerLaunch);
   return true;
 }
 
