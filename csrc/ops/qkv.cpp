@@ -610,6 +610,16 @@ bool op_plan_enabled() {
   return enabled;
 }
 
+// 007's grouped plan from this many rows (qkv_op_plan): kQkvGroupedMinRows, or VLATTN_QKV_GROUPED_MIN_M
+// (read once) for an A/B. Below 512 rows the plan takes 64 x 192 tiles (launch_all).
+int64_t grouped_min_rows() {
+  static const int64_t rows = [] {
+    const char* e = std::getenv("VLATTN_QKV_GROUPED_MIN_M");
+    return e == nullptr || *e == '\0' ? kQkvGroupedMinRows : static_cast<int64_t>(std::atoll(e));
+  }();
+  return rows;
+}
+
 // qkv_op_plan for these launches, restricted to what the biases allow: the grouped GEMM needs them
 // all given or all None, both two-pass paths 16-byte aligned starts.
 QkvPlan plan_for(QkvParams* const* ps, int n) {
@@ -627,7 +637,7 @@ QkvPlan plan_for(QkvParams* const* ps, int n) {
       all_or_none = all_or_none && (ps[i]->groups[g].bias != nullptr) == first_bias;
     }
   }
-  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count);
+  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count, grouped_min_rows());
   if (!aligned || (plan == QkvPlan::kGrouped && !all_or_none)) return QkvPlan::kPerLaunch;
   return plan;
 }
@@ -648,7 +658,9 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
   if (grouped) return launch_grouped(op, ps, xs, n, gcfg, outs);
   if ((config.empty() || config == "auto") && op_plan_enabled()) {
     const QkvPlan plan = plan_for(ps, n);
-    if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, QkvConfig::kGrouped128, outs);
+    if (plan == QkvPlan::kGrouped)  // 64 x 192 below 512 rows: 007 M=256 is 100 of them, not 50
+      return launch_grouped(op, ps, xs, n, n == 1 && ps[0]->m < 512 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128,
+                            outs);
     if (plan == QkvPlan::kGemmAll) {
       // Merged: every launch's GEMMs, then one RoPE pass for all; otherwise a pass after each.
       TORCH_CHECK(n <= 2, op, ": internal error: ", num(n), " launches");

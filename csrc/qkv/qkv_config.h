@@ -123,12 +123,15 @@ inline QkvConfig grouped_tile_for(const int64_t (*rows_cols)[2], int count, int 
 //     (746 tiles, 5.65 waves) it lost (250.1 vs 260.9), at 10368 (1292 tiles) too (414.9 vs 460.5).
 enum class QkvPlan : int32_t { kPerLaunch = 0, kGrouped = 1, kGemmAll = 2 };
 
+// grouped_min_rows: the fewest rows of a single launch (007) that take the grouped plan (an A/B knob,
+// VLATTN_QKV_GROUPED_MIN_M in csrc/ops/qkv.cpp).
+constexpr int64_t kQkvGroupedMinRows = 512;
 inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64_t (*rows_cols)[2], int count,
-                           int sm_count) {
+                           int sm_count, int64_t grouped_min_rows = kQkvGroupedMinRows) {
   if (sm_count <= 0 || count <= 0) return QkvPlan::kPerLaunch;
   int64_t total = 0;
   for (int i = 0; i < launches; ++i) total += launch_rows[i];
-  if (launches == 1) return total >= 512 && total < 2048 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
+  if (launches == 1) return total >= grouped_min_rows && total < 2048 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
   if (total < 2048) return total > 0 ? QkvPlan::kGemmAll : QkvPlan::kPerLaunch;
   if (total < 4096) return QkvPlan::kPerLaunch;
   const int64_t tiles = grouped_tiles(rows_cols, count, 128, 192);

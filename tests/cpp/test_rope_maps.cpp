@@ -241,6 +241,11 @@ bool qkv_plan_rule(std::string& err) {
   EXPECT(grouped_tile_for(m256, 3, 132) == QkvConfig::kGrouped64);
   const int64_t m512[3][2] = {{512, 3584}, {512, 512}, {512, 512}};
   EXPECT(grouped_tile_for(m512, 3, 132) == QkvConfig::kGrouped128);
+  // The A/B knob lowers 007's grouped plan bound (VLATTN_QKV_GROUPED_MIN_M).
+  const int64_t r256[1] = {256}, r128[1] = {128};
+  EXPECT(qkv_op_plan(r256, 1, m256, 3, 132, 256) == P::kGrouped);
+  EXPECT(qkv_op_plan(r128, 1, m256, 3, 132, 256) == P::kPerLaunch);
+  EXPECT(qkv_op_plan(r256, 1, m256, 3, 132) == P::kPerLaunch);
   return true;
 }
 
