@@ -658,7 +658,7 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
   if (grouped) return launch_grouped(op, ps, xs, n, gcfg, outs);
   if ((config.empty() || config == "auto") && op_plan_enabled()) {
     const QkvPlan plan = plan_for(ps, n);
-    if (plan == QkvPlan::kGrouped)  // 64 x 192 below 512 rows: 007 M=256 is 100 of them, not 50
+    if (plan == QkvPlan::kGrouped)  // 64 x 192 below 512 rows: 007 M=256 is 100 of them (one wave), not 50
       return launch_grouped(op, ps, xs, n, n == 1 && ps[0]->m < 512 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128,
                             outs);
     if (plan == QkvPlan::kGemmAll) {

@@ -115,7 +115,8 @@ inline QkvConfig grouped_tile_for(const int64_t (*rows_cols)[2], int count, int 
 // (007: one, B*S; 034: two, B*Lq then B*Lv); rows_cols: (M, N) of every projection. H200,
 // 2026-11-30 (bench/NOTES.md eighth session, probe_qkv, cold, per-launch auto -> plan):
 //   007, 512 <= M < 2048: one grouped GEMM (M=512 55.3 -> 46.5 us, 613 54.4 -> 46.2, 1024 76.9 ->
-//     74.0); from 2048 rows the per-launch two-pass path is faster (127.4 vs 140.1).
+//     74.0); from 2048 rows the per-launch two-pass path is faster (127.4 vs 140.1). Since the
+//     sixteenth session also 129-511 rows (kQkvGroupedMinRows below).
 //   034, fewer than 2048 rows in all: both launches two-pass (B2 Lq128 73.0 -> 62.8, B1 Lq512 110.4 ->
 //     92.2), the grouped GEMM in between (64.7, 98.3).
 //   034, from 4096 rows, when the grouped 128 x 192 tiles fill their last wave to >= 90% within 8
@@ -123,9 +124,15 @@ inline QkvConfig grouped_tile_for(const int64_t (*rows_cols)[2], int count, int 
 //     (746 tiles, 5.65 waves) it lost (250.1 vs 260.9), at 10368 (1292 tiles) too (414.9 vs 460.5).
 enum class QkvPlan : int32_t { kPerLaunch = 0, kGrouped = 1, kGemmAll = 2 };
 
-// grouped_min_rows: the fewest rows of a single launch (007) that take the grouped plan (an A/B knob,
-// VLATTN_QKV_GROUPED_MIN_M in csrc/ops/qkv.cpp).
-constexpr int64_t kQkvGroupedMinRows = 512;
+// grouped_min_rows: the fewest rows of a single launch (007) that take the grouped plan
+// (VLATTN_QKV_GROUPED_MIN_M in csrc/ops/qkv.cpp moves it for an A/B). Below 512 rows the plan runs
+// 64 x 192 tiles. H200, 2026-12-01, graph replay, same-call A/B of the bound (bench/NOTES.md sixteenth
+// session call 3): 007 B1 S256 76.3 -> 69.4 us with the plan (-9%; m256k3 before); B1 S128 52.3 ->
+// 57.4 (+10%: 50 grouped tiles against split-K's 108 CTAs), so 128 rows keep the fused split-K kernel.
+// 129-255 rows take the plan without a measurement of their own: the fused rule runs the same m256k3
+// grid there as at 256 rows (36 head tiles of 256 rows, K split 3 ways) while the grouped GEMM has at
+// most the 100 tiles of 256 rows, one wave either way.
+constexpr int64_t kQkvGroupedMinRows = 129;
 inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64_t (*rows_cols)[2], int count,
                            int sm_count, int64_t grouped_min_rows = kQkvGroupedMinRows) {
   if (sm_count <= 0 || count <= 0) return QkvPlan::kPerLaunch;

@@ -222,7 +222,9 @@ bool qkv_plan_rule(std::string& err) {
     const int64_t rc[3][2] = {{mq, 4096}, {mkv, 1024}, {mkv, 1024}};
     return qkv_op_plan(rows, 2, rc, 3, 132);
   };
-  EXPECT(plan007(256) == P::kPerLaunch);
+  EXPECT(plan007(128) == P::kPerLaunch);  // split-K fused
+  EXPECT(plan007(129) == P::kGrouped);
+  EXPECT(plan007(256) == P::kGrouped);
   EXPECT(plan007(512) == P::kGrouped);
   EXPECT(plan007(613) == P::kGrouped);
   EXPECT(plan007(1024) == P::kGrouped);
@@ -241,11 +243,10 @@ bool qkv_plan_rule(std::string& err) {
   EXPECT(grouped_tile_for(m256, 3, 132) == QkvConfig::kGrouped64);
   const int64_t m512[3][2] = {{512, 3584}, {512, 512}, {512, 512}};
   EXPECT(grouped_tile_for(m512, 3, 132) == QkvConfig::kGrouped128);
-  // The A/B knob lowers 007's grouped plan bound (VLATTN_QKV_GROUPED_MIN_M).
+  // The A/B knob moves 007's grouped plan bound (VLATTN_QKV_GROUPED_MIN_M).
   const int64_t r256[1] = {256}, r128[1] = {128};
-  EXPECT(qkv_op_plan(r256, 1, m256, 3, 132, 256) == P::kGrouped);
-  EXPECT(qkv_op_plan(r128, 1, m256, 3, 132, 256) == P::kPerLaunch);
-  EXPECT(qkv_op_plan(r256, 1, m256, 3, 132) == P::kPerLaunch);
+  EXPECT(qkv_op_plan(r256, 1, m256, 3, 132, 512) == P::kPerLaunch);
+  EXPECT(qkv_op_plan(r128, 1, m256, 3, 132, 128) == P::kGrouped);
   return true;
 }
 
