@@ -306,7 +306,8 @@ def _run_quiet(cmd: list[str], cwd: Optional[Path] = None) -> Optional[str]:
 
 
 def commit_info() -> dict:
-    """The vlattn commit: ``VLATTN_COMMIT`` wins, since device copies of the tree carry no .git."""
+    """The vlattn commit: ``VLATTN_COMMIT`` wins, since a device copy of the tree carries no .git or a
+    stale one (the session's base commit under the working tree's files: git then reports it dirty)."""
     env = os.environ.get("VLATTN_COMMIT")
     if env:
         return {"commit": env, "commit_source": "VLATTN_COMMIT"}
