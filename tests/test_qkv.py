@@ -181,6 +181,17 @@ def test_mrope_exact_rounding(batch, seq, config, section):
 
 
 @requires_sm90
+@pytest.mark.parametrize("seq", [128, 129, 200, 255, 511, 512])
+def test_mrope_auto_plan_bounds(seq):
+    """The automatic choice around 007's grouped-plan bounds (qkv_config.h kQkvGroupedMinRows): the fused
+    split-K kernel at 128 rows, the grouped GEMM on 64 x 192 tiles at 129-511, on 128 x 192 from 512;
+    exact GEMM inputs, so every output bit equals the reference stage on each side of a bound."""
+    args = mrope_case(1, seq, integer=True, tables="randn")
+    for got, ref, name in zip(run_mrope(args, SEED_SECTION), ref_mrope(args, SEED_SECTION), "qkv"):
+        assert_bitwise(got, ref, f"{name} S={seq} auto")
+
+
+@requires_sm90
 @pytest.mark.parametrize("batch,seq", SHAPES_007, ids=[f"B{b}-S{s}" for b, s in SHAPES_007])
 def test_mrope_workload_shapes(batch, seq):
     args = mrope_case(batch, seq)
