@@ -144,6 +144,12 @@ struct QkvOutputs {
   }
 };
 
+// A row count from the environment (each caller reads it once): `fallback` when unset or empty.
+int64_t env_rows(const char* name, int64_t fallback) {
+  const char* e = std::getenv(name);
+  return e == nullptr || *e == '\0' ? fallback : static_cast<int64_t>(std::atoll(e));
+}
+
 // Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
 // a cluster), "splitk2d" / "splitk3d" / "splitk4d" (the same with a 6-stage ring), "m256k1".."m256k4"
 // (256-row tiles, K split over 1..4 CTAs), "c256" (head-pair tiles), "m128mc" (m128 in 2-CTA
@@ -174,10 +180,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
   }
   // The automatic choice takes the two-pass "gemm" config from kQkvGemmMinRows rows of the launch on
   // (qkv_config.h); VLATTN_QKV_GEMM_MIN_M=<rows> moves the threshold, 0 turns it off (read once).
-  static const long long gemm_min_m = [] {
-    const char* e = std::getenv("VLATTN_QKV_GEMM_MIN_M");
-    return e == nullptr || *e == '\0' ? static_cast<long long>(kQkvGemmMinRows) : std::atoll(e);
-  }();
+  static const int64_t gemm_min_m = env_rows("VLATTN_QKV_GEMM_MIN_M", kQkvGemmMinRows);
   if (gemm_min_m > 0 && m >= gemm_min_m && bias_aligned) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
 }
@@ -611,12 +614,9 @@ bool op_plan_enabled() {
 }
 
 // 007's grouped plan from this many rows (qkv_op_plan): kQkvGroupedMinRows, or VLATTN_QKV_GROUPED_MIN_M
-// (read once) for an A/B. Below 512 rows the plan takes 64 x 192 tiles (launch_all).
+// (read once) for an A/B.
 int64_t grouped_min_rows() {
-  static const int64_t rows = [] {
-    const char* e = std::getenv("VLATTN_QKV_GROUPED_MIN_M");
-    return e == nullptr || *e == '\0' ? kQkvGroupedMinRows : static_cast<int64_t>(std::atoll(e));
-  }();
+  static const int64_t rows = env_rows("VLATTN_QKV_GROUPED_MIN_M", kQkvGroupedMinRows);
   return rows;
 }
 
@@ -658,9 +658,7 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
   if (grouped) return launch_grouped(op, ps, xs, n, gcfg, outs);
   if ((config.empty() || config == "auto") && op_plan_enabled()) {
     const QkvPlan plan = plan_for(ps, n);
-    if (plan == QkvPlan::kGrouped)  // 64 x 192 below 512 rows: 007 M=256 is 100 of them (one wave), not 50
-      return launch_grouped(op, ps, xs, n, n == 1 && ps[0]->m < 512 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128,
-                            outs);
+    if (plan == QkvPlan::kGrouped) return launch_grouped(op, ps, xs, n, grouped_plan_tile(n, ps[0]->m), outs);
     if (plan == QkvPlan::kGemmAll) {
       // Merged: every launch's GEMMs, then one RoPE pass for all; otherwise a pass after each.
       TORCH_CHECK(n <= 2, op, ": internal error: ", num(n), " launches");

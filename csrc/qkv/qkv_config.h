@@ -126,13 +126,19 @@ enum class QkvPlan : int32_t { kPerLaunch = 0, kGrouped = 1, kGemmAll = 2 };
 
 // grouped_min_rows: the fewest rows of a single launch (007) that take the grouped plan
 // (VLATTN_QKV_GROUPED_MIN_M in csrc/ops/qkv.cpp moves it for an A/B). Below 512 rows the plan runs
-// 64 x 192 tiles. H200, 2026-12-01, graph replay, same-call A/B of the bound (bench/NOTES.md sixteenth
+// 64 x 192 tiles (grouped_plan_tile). H200, 2026-12-01, graph replay, same-call A/B of the bound (bench/NOTES.md sixteenth
 // session call 3): 007 B1 S256 76.3 -> 69.4 us with the plan (-9%; m256k3 before); B1 S128 52.3 ->
 // 57.4 (+10%: 50 grouped tiles against split-K's 108 CTAs), so 128 rows keep the fused split-K kernel.
 // 129-255 rows take the plan without a measurement of their own: the fused rule runs the same m256k3
 // grid there as at 256 rows (36 head tiles of 256 rows, K split 3 ways) while the grouped GEMM has at
 // most the 100 tiles of 256 rows, one wave either way.
 constexpr int64_t kQkvGroupedMinRows = 129;
+
+// The grouped plan's tile: 64 x 192 for a single launch (007) below 512 rows (M=256: 100 tiles, one
+// wave, where 128 x 192 would leave 82 SMs idle with 50), else 128 x 192 (the eighth session's plan).
+inline QkvConfig grouped_plan_tile(int launches, int64_t first_launch_rows) {
+  return launches == 1 && first_launch_rows < 512 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128;
+}
 inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64_t (*rows_cols)[2], int count,
                            int sm_count, int64_t grouped_min_rows = kQkvGroupedMinRows) {
   if (sm_count <= 0 || count <= 0) return QkvPlan::kPerLaunch;

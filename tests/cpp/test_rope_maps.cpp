@@ -247,6 +247,11 @@ bool qkv_plan_rule(std::string& err) {
   const int64_t r256[1] = {256}, r128[1] = {128};
   EXPECT(qkv_op_plan(r256, 1, m256, 3, 132, 512) == P::kPerLaunch);
   EXPECT(qkv_op_plan(r128, 1, m256, 3, 132, 128) == P::kGrouped);
+  // The plan's tile: 64 x 192 for 007 below 512 rows, 128 x 192 otherwise (and for 034's two launches).
+  EXPECT(grouped_plan_tile(1, 129) == QkvConfig::kGrouped64);
+  EXPECT(grouped_plan_tile(1, 511) == QkvConfig::kGrouped64);
+  EXPECT(grouped_plan_tile(1, 512) == QkvConfig::kGrouped128);
+  EXPECT(grouped_plan_tile(2, 256) == QkvConfig::kGrouped128);
   return true;
 }
 
