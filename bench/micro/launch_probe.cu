@@ -1,0 +1,228 @@
+// Launch-cost microbenchmark for sm_90a: what a short kernel in vlattn's small-layer chains pays
+// before and after its work, apart from the work. Three questions (bench/NOTES.md, seventeenth
+// session): does a 227 KB shared-memory opt-in cost launch time; does a kernel whose ~150 KB of
+// straight-line code runs once per CTA pay for instruction fetch after an L2 flush; and how long is
+// the bubble between two dependent kernels on one stream, with and without programmatic dependent
+// launch (PDL), when the second is a 28-CTA, 384-thread, 227 KB kernel like 007 B1 S128's attention.
+//
+// Standalone (no torch, no CUTLASS):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/micro/launch_probe.cu -o /tmp/launch_probe
+//   /tmp/launch_probe [--reps 31]
+// Times are CUDA events around the launches only (median of --reps); "cold" launches follow a 256 MB
+// memset that evicts L2 (instruction lines included).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CHECK(x)                                                                               \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+namespace {
+
+constexpr int kBigSmem = 227 * 1024;  // the sm_90 opt-in maximum (the attention kernel: ~226 KB)
+
+__device__ __forceinline__ void gdc_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void gdc_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ unsigned dynamic_smem_bytes() {
+  unsigned b;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(b));
+  return b;
+}
+
+// Touches its dynamic shared memory (so the opt-in is real) and writes one word.
+__global__ void empty_kernel(int* out, long long, int pdl) {
+  extern __shared__ int smem[];
+  if (pdl) {
+    gdc_wait();
+    gdc_trigger();
+  }
+  if (dynamic_smem_bytes() < 4 * blockDim.x) return;
+  smem[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  if (threadIdx.x == 0 && smem[5] == -1) out[blockIdx.x] = 1;
+}
+
+// Spins for `clk` cycles on every CTA (a stand-in for the predecessor in a chain). It triggers its
+// dependents at the start, as vlattn's kernels do after their wait.
+__global__ void spin_kernel(int* out, long long clk, int pdl) {
+  extern __shared__ int smem[];
+  if (pdl) {
+    gdc_wait();
+    gdc_trigger();
+  }
+  if (dynamic_smem_bytes() >= 4 * blockDim.x) smem[threadIdx.x] = threadIdx.x;
+  const long long t0 = clock64();
+  while (clock64() - t0 < clk) {
+  }
+  if (threadIdx.x == 0 && dynamic_smem_bytes() >= 4 * blockDim.x && smem[7] == -1) out[blockIdx.x] = 1;
+}
+
+// The same arithmetic twice: straight-line (kUnroll independent FFMA groups, ~kUnroll * 8 * 16 bytes of
+// SASS) and as a loop of one group (a few hundred bytes). Both execute the same instructions.
+template <int kUnroll>
+__global__ void fat_kernel(float* out, float seed) {
+  float a0 = seed + threadIdx.x, a1 = a0 * 1.1f, a2 = a0 * 1.2f, a3 = a0 * 1.3f, a4 = a0 * 1.4f, a5 = a0 * 1.5f,
+        a6 = a0 * 1.6f, a7 = a0 * 1.7f;
+#pragma unroll
+  for (int i = 0; i < kUnroll; ++i) {
+    const float c = 1.0f + 1e-7f * float(i % 13);  // varying immediates keep the groups distinct
+    a0 = fmaf(a0, c, 0.5f);
+    a1 = fmaf(a1, c, 0.25f);
+    a2 = fmaf(a2, c, 0.125f);
+    a3 = fmaf(a3, c, 0.0625f);
+    a4 = fmaf(a4, c, 0.5f);
+    a5 = fmaf(a5, c, 0.25f);
+    a6 = fmaf(a6, c, 0.125f);
+    a7 = fmaf(a7, c, 0.0625f);
+  }
+  const float s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+  if (s == -1.2345f) out[blockIdx.x] = s;
+}
+
+__global__ void thin_kernel(float* out, float seed, int iters) {
+  float a0 = seed + threadIdx.x, a1 = a0 * 1.1f, a2 = a0 * 1.2f, a3 = a0 * 1.3f, a4 = a0 * 1.4f, a5 = a0 * 1.5f,
+        a6 = a0 * 1.6f, a7 = a0 * 1.7f;
+#pragma unroll 1
+  for (int i = 0; i < iters; ++i) {
+    const float c = 1.0f + 1e-7f * float(i % 13);
+    a0 = fmaf(a0, c, 0.5f);
+    a1 = fmaf(a1, c, 0.25f);
+    a2 = fmaf(a2, c, 0.125f);
+    a3 = fmaf(a3, c, 0.0625f);
+    a4 = fmaf(a4, c, 0.5f);
+    a5 = fmaf(a5, c, 0.25f);
+    a6 = fmaf(a6, c, 0.125f);
+    a7 = fmaf(a7, c, 0.0625f);
+  }
+  const float s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+  if (s == -1.2345f) out[blockIdx.x] = s;
+}
+
+template <class F>
+cudaError_t launch(F kernel, dim3 grid, dim3 block, size_t smem, bool pdl, int* out, long long arg2, int arg3) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = 0;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, out, arg2, arg3);
+}
+
+struct Timer {
+  void* flush = nullptr;
+  size_t flush_bytes = 256ull << 20;
+  cudaEvent_t e0, e1;
+  int reps = 31;
+  template <class F>
+  double median(bool cold, F&& body) {
+    std::vector<float> t;
+    body();
+    CHECK(cudaDeviceSynchronize());
+    for (int r = 0; r < reps; ++r) {
+      if (cold) CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
+      CHECK(cudaEventRecord(e0));
+      body();
+      CHECK(cudaEventRecord(e1));
+      CHECK(cudaEventSynchronize(e1));
+      float ms = 0.f;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms * 1000.f);
+    }
+    CHECK(cudaGetLastError());
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Timer tm;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--reps")) tm.reps = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "unknown argument %s (expected --reps)\n", argv[i]);
+      return 2;
+    }
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  int clock_khz = 0;
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double ghz = clock_khz / 1e6;
+  std::printf("launch_probe on %s (%d SMs, max SM clock %.2f GHz); CUDA events, median of %d\n", prop.name, sms,
+              ghz, tm.reps);
+  CHECK(cudaMalloc(&tm.flush, tm.flush_bytes));
+  CHECK(cudaEventCreate(&tm.e0));
+  CHECK(cudaEventCreate(&tm.e1));
+  int* out = nullptr;
+  CHECK(cudaMalloc(&out, 1 << 20));
+  CHECK(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBigSmem));
+  CHECK(cudaFuncSetAttribute(spin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBigSmem));
+  cudaFuncAttributes fa;
+  CHECK(cudaFuncGetAttributes(&fa, fat_kernel<1200>));
+  std::printf("fat_kernel<1200>: %d registers\n", fa.numRegs);
+
+  std::printf("\n%-72s %8s %8s\n", "what", "warm us", "cold us");
+  auto row = [&](const char* what, auto&& body) {
+    const double w = tm.median(false, body), c = tm.median(true, body);
+    std::printf("%-72s %8.2f %8.2f\n", what, w, c);
+    return w;
+  };
+  // 1. One kernel: shared-memory opt-in.
+  for (int smem : {0, 48 * 1024, kBigSmem}) {
+    char what[96];
+    std::snprintf(what, sizeof what, "empty, 28 CTAs x 384, %3d KB dynamic smem", smem / 1024);
+    row(what, [&] { CHECK(launch(empty_kernel, dim3(28), dim3(384), smem, false, out, 0, 0)); });
+  }
+  // 2. Straight-line code vs a loop of the same instructions, 28 CTAs x 384.
+  auto fat = [&] {
+    fat_kernel<1200><<<28, 384>>>(reinterpret_cast<float*>(out), 1.0f);
+    CHECK(cudaGetLastError());
+  };
+  auto thin = [&] {
+    thin_kernel<<<28, 384>>>(reinterpret_cast<float*>(out), 1.0f, 1200);
+    CHECK(cudaGetLastError());
+  };
+  row("1200 x 8 FFMA straight-line (~150 KB SASS), 28 CTAs x 384", fat);
+  row("1200 x 8 FFMA in a loop, 28 CTAs x 384", thin);
+  // 3. Chains: a 132-CTA predecessor spinning ~10 us, then the 28-CTA 227 KB kernel, PDL off / on.
+  const long long spin = (long long)(10.0 * ghz * 1e3);
+  for (int pred_smem : {0, 200 * 1024}) {
+    char what[128];
+    std::snprintf(what, sizeof what, "spin 10 us, 132 CTAs x 128 (%3d KB smem) alone", pred_smem / 1024);
+    const double alone = row(what, [&] { CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, false, out, spin, 0)); });
+    for (int pdl : {0, 1}) {
+      std::snprintf(what, sizeof what, "  then empty 28 x 384, 227 KB, %s", pdl ? "PDL" : "plain");
+      const double both = row(what, [&] {
+        CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, pdl, out, spin, pdl));
+        CHECK(launch(empty_kernel, dim3(28), dim3(384), kBigSmem, pdl, out, 0, pdl));
+      });
+      std::printf("%-72s %8.2f\n", "    added by the second kernel (warm)", both - alone);
+    }
+    std::snprintf(what, sizeof what, "  then the same spin kernel again, PDL");
+    const double two = row(what, [&] {
+      CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, true, out, spin, 1));
+      CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, true, out, spin, 1));
+    });
+    std::printf("%-72s %8.2f\n", "    added by the second spin (warm; 10 us of work)", two - alone);
+  }
+  CHECK(cudaDeviceSynchronize());
+  return 0;
+}
