@@ -6,7 +6,7 @@
 //
 // Standalone (no torch, no CUTLASS), so it builds in seconds on the device machine:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/micro/stream_probe.cu -o /tmp/stream_probe
-//   /tmp/stream_probe [--reps 15] [--n 4608] [--k 3584] [--m 128]
+//   /tmp/stream_probe [--reps 15] [--n 4608] [--k 3584] [--m 128] [--warm 1]
 // Every timing is of one launch after a 256 MB write that evicts L2 (the bench's cold-L2 rule), median
 // of --reps, by CUDA events around that launch only. GB/s columns: `weight` = unique weight bytes / time
 // (the issue's "weights streamed"), `fill` = bytes the CTAs pulled into shared memory / time (weight
@@ -78,6 +78,7 @@ struct StreamArgs {
   int k_tiles;      // 64-wide K tiles of the whole K
   int stages;
   int consumer_clk; // spin per stage before the release (a stand-in for the MMA)
+  int pdl;          // griddepcontrol.wait before the first load, then launch_dependents
 };
 
 // One producer thread (warp 0) fills the ring; warp 1 waits for each stage, reads one word of it, spins
@@ -99,6 +100,10 @@ __global__ void __launch_bounds__(64) stream_kernel(const __grid_constant__ CUte
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  if (a.pdl) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
   const int slab = blockIdx.x % a.slabs, part = blockIdx.x / a.slabs;
   const int per_part = (a.k_tiles + a.split - 1) / a.split;
   const int k_begin = part * per_part, k_end = min(a.k_tiles, k_begin + per_part);
@@ -141,6 +146,55 @@ __global__ void read_kernel(const uint4* __restrict__ p, size_t n16, unsigned lo
     acc += v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x5eed5eed5eedull) sink[0] = acc;
+}
+
+// A stand-in for a latency-bound kernel between two GEMMs (007 B1 S128's attention: 28 CTAs of 384
+// threads, 227 KB of shared memory, ~12 us): waits for its predecessor, lets its dependent be scheduled,
+// spins.
+__global__ void spin_kernel(long long clk, int pdl) {
+  if (pdl) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
+  const long long t0 = clock64();
+  while (clock64() - t0 < clk) {
+  }
+}
+
+// L2 prefetch of `bytes` from p by the CTAs of this grid (slice per CTA, bulk requests of `chunk`
+// bytes issued by the 32 lanes of warp 0 in turn). With pdl it issues before waiting (the data is an
+// input nothing in the chain writes), lets its dependent be scheduled, then waits, so that it completes
+// only after its predecessor and the dependent's wait still covers the whole chain.
+__global__ void prefetch_kernel(const char* p, unsigned long long bytes, unsigned long long slice, unsigned chunk,
+                                int pdl) {
+  const unsigned long long begin = blockIdx.x * slice;
+  const unsigned long long end = min(begin + slice, bytes);
+  if (threadIdx.x < 32) {
+    for (unsigned long long off = begin + threadIdx.x * (unsigned long long)chunk; off < end; off += 32ull * chunk) {
+      const unsigned long long left = end - off;
+      const unsigned n = left < chunk ? unsigned(left) : chunk;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
+    }
+  }
+  if (pdl) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
+}
+
+template <class... Params, class... Args>
+void launch_ex(void (*kernel)(Params...), int grid, int block, int smem, bool pdl, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = 0;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));
 }
 
 __global__ void fill_kernel(uint32_t* p, size_t n, uint32_t seed) {
@@ -186,6 +240,7 @@ struct Ctx {
   size_t flush_bytes = 256ull << 20;
   cudaEvent_t e0, e1;
   int reps = 15;
+  bool warm = false;  // --warm: no flush, the previous launch left the data in L2
 };
 
 template <class Launch>
@@ -194,7 +249,8 @@ double time_cold(Ctx& c, Launch&& launch) {
   launch();  // warm-up (module load, first-touch)
   CHECK(cudaDeviceSynchronize());
   for (int r = 0; r < c.reps; ++r) {
-    CHECK(cudaMemsetAsync(c.flush, r & 0xff, c.flush_bytes));
+    if (c.warm) launch();
+    else CHECK(cudaMemsetAsync(c.flush, r & 0xff, c.flush_bytes));
     CHECK(cudaEventRecord(c.e0));
     launch();
     CHECK(cudaEventRecord(c.e1));
@@ -218,8 +274,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--n")) n = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--k")) k = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--m")) m = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--warm")) c.warm = std::atoi(argv[i + 1]) != 0;
     else {
-      std::fprintf(stderr, "unknown argument %s (expected --reps, --n, --k, --m)\n", argv[i]);
+      std::fprintf(stderr, "unknown argument %s (expected --reps, --n, --k, --m, --warm 0|1)\n", argv[i]);
       return 2;
     }
   }
@@ -233,8 +290,8 @@ int main(int argc, char** argv) {
   int clock_khz = 0;
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   std::printf("stream_probe on %s (%d SMs, L2 %d MiB, max SM clock %.2f GHz): weight [%d, %d] bf16 = %.1f MB, "
-              "activations [%d, %d]; cold L2, median of %d launches\n",
-              prop.name, sms, prop.l2CacheSize >> 20, clock_khz / 1e6, n, k, 2.0 * n * k / 1e6, m, k, c.reps);
+              "activations [%d, %d]; %s L2, median of %d launches\n",
+              prop.name, sms, prop.l2CacheSize >> 20, clock_khz / 1e6, n, k, 2.0 * n * k / 1e6, m, k, c.warm ? "warm (the same launch just before)" : "cold", c.reps);
 
   const size_t w_bytes = size_t(n) * k * 2, x_bytes = size_t(m) * k * 2;
   void *w = nullptr, *x = nullptr;
@@ -305,7 +362,7 @@ int main(int argc, char** argv) {
     const int slabs = n / cs.slab_rows;
     const int ctas = slabs * cs.split;
     StreamArgs a{slabs, cs.split, cs.slab_rows, cs.w_box_rows, cs.x_rows, std::min(cs.x_rows, 256), k / kBoxK,
-                 cs.stages, cs.consumer_clk};
+                 cs.stages, cs.consumer_clk, 0};
     const int stage_bytes = (cs.slab_rows + cs.x_rows) * kBoxK * 2;
     const int smem = stage_bytes * cs.stages + 1024;
     if (smem > kMaxDynSmem || cs.stages > kMaxStages) {
@@ -324,7 +381,7 @@ int main(int argc, char** argv) {
   }
   // One CTA over one whole-K head slab: the rate a single SM pulls at each ring depth.
   for (int stages : {2, 4, 8, 12}) {
-    StreamArgs a{n / 128, 1, 128, 128, 0, 128, k / kBoxK, stages, 0};
+    StreamArgs a{n / 128, 1, 128, 128, 0, 128, k / kBoxK, stages, 0, 0};
     const CUtensorMap wm = make_map(w, n, k, 128, p256);
     const CUtensorMap xm = make_map(x, m, k, std::min(m, 256), p256);
     const int smem = 128 * kBoxK * 2 * stages + 1024;
@@ -333,6 +390,52 @@ int main(int argc, char** argv) {
     char name[96];
     std::snprintf(name, sizeof name, "one CTA, one 128-row slab, whole K, %2d x 16 KB", stages);
     std::printf("%-58s %8.1f %9s %9.0f %10.1f\n", name, us, "-", bytes / us / 1e3, bytes / us / 1e3);
+  }
+  // The chain of a small layer's tail: a latency-bound kernel (spin, 28 CTAs, 227 KB) and then the
+  // weight stream of the next GEMM (128-row slabs, K/3, activations, MMA spin), PDL between them; with
+  // a prefetch kernel in between that pulls the next GEMM's weight into L2 from the SMs the spinning
+  // kernel leaves idle. Cold L2 before each chain.
+  if (!c.warm) {
+    CHECK(cudaFuncSetAttribute(spin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+    const int slabs = n / 128;
+    StreamArgs a{slabs, 3, 128, 128, m, std::min(m, 256), k / kBoxK, 4, mma128, 1};
+    const int smem = (128 + m) * kBoxK * 2 * 4 + 1024;
+    const CUtensorMap wm = make_map(w, n, k, 128, p256);
+    const CUtensorMap xm = make_map(x, m, k, std::min(m, 256), p256);
+    std::printf("\nchain (cold L2, PDL): spin kernel 28 x 384, 227 KB, S us -> [prefetch of the weight, G CTAs] -> "
+                "W+X K/3 stream + MMA spin, %d CTAs\n", slabs * 3);
+    for (double spin_us : {8.0, 12.0}) {
+      const long long spin = (long long)(spin_us * clock_khz * 1e-3);
+      const double base = time_cold(c, [&] {
+        launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1);
+        launch_ex(stream_kernel, slabs * 3, 64, smem, true, wm, xm, a, sink);
+      });
+      const double alone = time_cold(c, [&] { launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1); });
+      std::printf("  S=%4.1f: spin alone %6.1f us, spin -> stream %6.1f us (stream adds %5.1f)\n", spin_us, alone, base,
+                  base - alone);
+      for (int g : {104, 132}) {
+        for (unsigned chunk : {16384u, 65536u}) {
+          const unsigned long long slice = ((w_bytes + g - 1) / g + 15) / 16 * 16;
+          const double with = time_cold(c, [&] {
+            launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1);
+            launch_ex(prefetch_kernel, g, 64, 0, true, static_cast<const char*>(w), (unsigned long long)w_bytes, slice,
+                      chunk, 1);
+            launch_ex(stream_kernel, slabs * 3, 64, smem, true, wm, xm, a, sink);
+          });
+          std::printf("    prefetch by %3d CTAs, %2u KB requests: %6.1f us (stream adds %5.1f, %+5.1f)\n", g,
+                      chunk / 1024, with, with - alone, with - base);
+        }
+      }
+    }
+    for (int g : {28, 104, 132}) {
+      const unsigned long long slice = ((w_bytes + g - 1) / g + 15) / 16 * 16;
+      const double us = time_cold(c, [&] {
+        launch_ex(prefetch_kernel, g, 64, 0, false, static_cast<const char*>(w), (unsigned long long)w_bytes, slice,
+                  65536u, 0);
+      });
+      std::printf("  prefetch alone, %3d CTAs, 64 KB requests: %6.1f us (%.0f GB/s issued; completion not awaited)\n", g,
+                  us, w_bytes / us / 1e3);
+    }
   }
   CHECK(cudaDeviceSynchronize());
   std::printf("\nsink %llu (ignore)\n", 0ull);

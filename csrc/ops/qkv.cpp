@@ -319,8 +319,19 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
     ys[i] = pend[i].y.ptr;
     lds[i] = pend[i].y.ldy;
   }
+  // VLATTN_QKV_ROPE_TABLE (read once): 0 = the pass computes cos/sin itself, 1 (default) = a table
+  // first when qkv_rope_table_pays, 2 = always a table (where a launch has a position mode).
+  static const int table_mode = static_cast<int>(env_rows("VLATTN_QKV_ROPE_TABLE", 1));
+  int64_t rows = 0;
+  for (int i = 0; i < n; ++i) rows += ps[i]->m;
+  const bool table = table_mode >= 2 || (table_mode == 1 && qkv_rope_table_pays(rows));
+  const size_t table_bytes = table ? qkv_rope_table_bytes(ps, n) : 0;
+  at::Tensor table_ws;  // caching allocator, on the caller's stream, freed when the op returns
+  if (table_bytes > 0)
+    table_ws = at::empty({static_cast<int64_t>(table_bytes)}, outs.options.dtype(at::kByte));
   RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
-  const cudaError_t err = qkv_rope_rows_sm90(ps, ys, lds, n);
+  const cudaError_t err =
+      qkv_rope_rows_sm90(ps, ys, lds, n, table_bytes > 0 ? table_ws.data_ptr() : nullptr, table_bytes);
   VLATTN_HOST_MARK("qkv.rope_pass");
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }

@@ -153,6 +153,15 @@ inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64
   return waves <= 8 && last * 10 >= sm_count * 9 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
 }
 
+// Whether the RoPE pass over `rows` rows (its launches' rows together) first computes the position
+// modes' cos/sin into a table with a kernel of one thread per (row, channel) (rope_table_kernel) and
+// reads them from it, instead of computing 8 accurate cosf/sinf pairs per thread inside the pass.
+// Few rows leave the pass a latency chain: at 034 B2 Lq128 (648 rows) it took 15 us for ~3 MB (ncu:
+// ~1300 instructions per warp at ~15 cycles each; bench/NOTES.md seventeenth session). Predicted to
+// pay below kRopeTableMaxRows; VLATTN_QKV_ROPE_TABLE (csrc/ops/qkv.cpp) overrides for an A/B.
+constexpr int64_t kRopeTableMaxRows = 4096;
+inline bool qkv_rope_table_pays(int64_t rows) { return rows > 0 && rows < kRopeTableMaxRows; }
+
 // The RoPE pass of kGemmRope / kGrouped (qkv_rope_rows_kernel, csrc/qkv/sm90_qkv_rope.cuh, whose
 // constants static_assert these): blocks of 16 rows, heads walked 4 at a time, 4 resident blocks per SM.
 constexpr int kRopePassRows = 16;

@@ -78,7 +78,13 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
 // ps[0]->stream: y[i][g] is launch i's group g projection (bias added, bf16) [M, heads_g * 128] with row
 // stride ldy[i][g] (a multiple of 8); applies the group's RoPE and stores head-major into groups[g].out,
 // one launch for all groups (programmatic dependent launch after the GEMMs). Same bits for any n.
+// table (optional, 16-byte aligned, at least qkv_rope_table_bytes(ps, n) bytes): first compute the
+// launches' position-mode cos/sin into it with one small kernel, which the pass then reads instead of
+// computing them per thread (qkv_rope_table_pays in qkv_config.h says when). Same bits either way.
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
-                               int n);
+                               int n, void* table = nullptr, size_t table_bytes = 0);
+// Workspace bytes of those tables: m x 128 x 2 bf16 for each launch whose groups use one position mode
+// (kPos1D or kPos3D); 0 when no launch has one (007's table RoPE needs none).
+size_t qkv_rope_table_bytes(const QkvParams* const* ps, int n);
 
 }  // namespace vlattn

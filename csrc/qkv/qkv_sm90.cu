@@ -203,8 +203,29 @@ static bool make_rope_rows(const QkvParams& p, const void* const* y, const int64
   return true;
 }
 
+// The position mode whose cos/sin a table can hold for launch p: the one of kPos1D / kPos3D that its
+// groups use, kNone when they use neither or both (the pass then computes them itself).
+static RopeMode rope_table_mode(const QkvParams& p) {
+  bool d1 = false, d3 = false;
+  for (int g = 0; g < p.num_groups; ++g) {
+    d1 = d1 || p.groups[g].rope == RopeMode::kPos1D;
+    d3 = d3 || p.groups[g].rope == RopeMode::kPos3D;
+  }
+  return d1 == d3 ? RopeMode::kNone : d1 ? RopeMode::kPos1D : RopeMode::kPos3D;
+}
+
+static size_t rope_table_bytes_of(const QkvParams& p) {
+  return rope_table_mode(p) == RopeMode::kNone || p.m < 1 ? 0 : size_t(p.m) * kQkvHeadDim * 2 * sizeof(__nv_bfloat16);
+}
+
+size_t qkv_rope_table_bytes(const QkvParams* const* ps, int n) {
+  size_t bytes = 0;
+  for (int i = 0; i < n; ++i) bytes += rope_table_bytes_of(*ps[i]);
+  return bytes;
+}
+
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
-                               int n) {
+                               int n, void* table, size_t table_bytes) {
   if (n < 1 || n > qkv::kRopeRowsMaxLaunches) return cudaErrorNotSupported;
   qkv::RopeRowsLaunches rl{};  // launches past n stay zero: no block reads them
   dim3 grid(1, 1, static_cast<unsigned>(n));
@@ -215,6 +236,33 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* co
     grid.x = std::max(grid.x, rl.blocks_x[i]);
     grid.y = std::max(grid.y, rl.blocks_y[i]);
     for (int g = 0; g < ps[i]->num_groups; ++g) modes |= 1 << int(ps[i]->groups[g].rope);
+  }
+  // The cos/sin tables first (qkv_rope_table_pays): one kernel for every launch that has one, in the
+  // caller's workspace (16-byte aligned; m x 512 bytes per launch keeps each table aligned).
+  if (table != nullptr) {
+    if (reinterpret_cast<uintptr_t>(table) % 16 != 0 || table_bytes < qkv_rope_table_bytes(ps, n))
+      return cudaErrorInvalidValue;
+    qkv::RopeTableLaunches tl{};
+    auto* at = static_cast<__nv_bfloat16*>(table);
+    unsigned blocks = 0;
+    for (int i = 0; i < n; ++i) {
+      const size_t bytes = rope_table_bytes_of(*ps[i]);
+      if (bytes == 0) continue;
+      tl.launch[i].rope = ps[i]->rope;
+      tl.launch[i].mode = rope_table_mode(*ps[i]);
+      tl.launch[i].m = ps[i]->m;
+      tl.launch[i].seq = ps[i]->seq;
+      tl.launch[i].tab = at;
+      rl.launch[i].tab = at;
+      at += bytes / sizeof(__nv_bfloat16);
+      constexpr int kRows = qkv::kRopeTableThreads / kQkvHeadDim;
+      blocks = std::max(blocks, static_cast<unsigned>((ps[i]->m + kRows - 1) / kRows));
+    }
+    if (blocks > 0) {
+      const cudaError_t err = launch_pdl(&qkv::rope_table_kernel, dim3(blocks, static_cast<unsigned>(n)),
+                                         dim3(qkv::kRopeTableThreads), 0, ps[0]->stream, 0, tl);
+      if (err != cudaSuccess) return err;
+    }
   }
   // One instantiation per mode set the layers use (007: table + none; 034's launches apart: 1-D, and
   // t/h/w + none), one with every mode for anything else, and two launches (034's in one pass) always

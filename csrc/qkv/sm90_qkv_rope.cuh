@@ -918,13 +918,59 @@ struct RopeRowsParams {
   int64_t ldy[kQkvMaxGroups];
   int heads_per_block[kQkvMaxGroups];  // a multiple of kRopeRowsHeads
   int chunk_first[kQkvMaxGroups + 1];  // prefix sums of ceil(heads / heads_per_block): blockIdx.y -> group
+  // The launch's cos/sin precomputed by rope_table_kernel (nullptr: computed in the pass): bf16 cos
+  // [m, 128] then sin [m, 128], for the groups with a position mode (kPos1D / kPos3D; a launch gets a
+  // table only when one position mode appears among its groups, rope_table_mode()).
+  const __nv_bfloat16* tab;
 };
+
+// 034's t/h/w rotate-halves in the pass: rope_chunk's kPos3D branch walks the segments for every
+// channel of every head (~4 x 8 walks per thread per step in the K blocks). Here the block writes each
+// channel's partner (0..127) once into a 128-byte shared table (partners_3d, before the pass's first
+// barrier) and rope_chunk_3d reads a chunk's eight with one 8-byte load per head. Kept in registers
+// across the heads, the eight partners spilled at the pass's 64 registers. No sign is stored: a
+// rotate-half partner lies above its channel exactly when the sign is negative (rope::rotate_half_pair).
+CUTLASS_DEVICE void partners_3d(QkvRope const& rope, uint8_t* partner_of, int t) {
+  if (t < kQkvHeadDim) {
+    const rope::Segment seg = rope::thw_segment(t, rope.split);
+    partner_of[t] = static_cast<uint8_t>(rope::rotate_half_pair(t, seg.base, seg.width).partner);
+  }
+}
+
+// rope_chunk's kPos3D branch with the partners from partners_3d: the same operations on the same operands.
+CUTLASS_DEVICE Vec8 rope_chunk_3d(const __nv_bfloat16* row, int c0, Vec8 x, const uint8_t* partner_of,
+                                  const float (&cs)[8], const float (&sn)[8]) {
+  const uint2 packed = *reinterpret_cast<const uint2*>(partner_of + c0);
+  Vec8 o;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int partner_c = static_cast<int>(((j < 4 ? packed.x : packed.y) >> (8 * (j % 4))) & 0xffu);
+    const float partner = __bfloat162float(row[partner_c]);
+    const float rot = partner_c > c0 + j ? -partner : partner;  // first half of its segment: -x2
+    o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs[j], sn[j]));
+  }
+  return o;
+}
+
+// Channels c0..c0+7 of row m from a precomputed table (cos [m_rows, 128], then sin): the bf16 values
+// chunk_cos_sin computes, so the same floats.
+CUTLASS_DEVICE void table_cos_sin(const __nv_bfloat16* tab, int m_rows, int m, int c0, float (&cs)[8], float (&sn)[8]) {
+  Vec8 c8, s8;
+  c8.u = __ldg(reinterpret_cast<const uint4*>(tab + int64_t(m) * kQkvHeadDim + c0));
+  s8.u = __ldg(reinterpret_cast<const uint4*>(tab + (int64_t(m_rows) + m) * kQkvHeadDim + c0));
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    cs[j] = __bfloat162float(c8.h[j]);
+    sn[j] = __bfloat162float(s8.h[j]);
+  }
+}
 
 // One block's rows and heads with the group's RoPE mode M known at compile time (the block's group is
 // uniform): the other modes' code (accurate sincosf, the t/h/w segment maps) is not in the path, so the
 // instruction footprint is the mode's own (ncu, 2026-11-30: "no instruction" was the pass's top stall).
 template <RopeMode M>
-CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_freq, __nv_bfloat16* ring) {
+CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_freq, uint8_t* partner_of,
+                                     __nv_bfloat16* ring) {
   QkvParams const& p = rp.p;
   QkvGroup const& grp = p.groups[g];
   constexpr bool kRotate = M != RopeMode::kNone;
@@ -933,11 +979,15 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
   const int h_end = min(grp.heads, h_begin + hpb);  // uniform over the block
   const int steps = (h_end - h_begin + kRopeRowsHeads - 1) / kRopeRowsHeads;
   const int t = static_cast<int>(threadIdx.x);
-  if constexpr (M == RopeMode::kPos1D || M == RopeMode::kPos3D) {
-    if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, M, t);  // no global memory
-    __syncthreads();
+  constexpr bool kPosMode = M == RopeMode::kPos1D || M == RopeMode::kPos3D;
+  const bool from_table = kPosMode && rp.tab != nullptr;  // uniform over the grid
+  if constexpr (kPosMode) {
+    if (!from_table) {
+      if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, M, t);  // no global memory
+      __syncthreads();
+    }
   }
-  pdl_enter();  // y comes from the GEMMs launched just before
+  pdl_enter();  // y comes from the GEMMs launched just before (and the table from the kernel before it)
   const int r = t / kRopeRowsChunks;
   const int m = static_cast<int>(blockIdx.x) * kRopeRowsPerBlock + r;
   const bool live = m < p.m;
@@ -966,8 +1016,14 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
   const int b = live ? m / p.seq : 0, s = live ? m - b * p.seq : 0;
   float cs[8], sn[8];
   if constexpr (kRotate) {
-    if (live) chunk_cos_sin<true>(p.rope, M, b, s, c0, inv_freq, cs, sn);
+    if (live) {
+      if (from_table)
+        table_cos_sin(rp.tab, p.m, m, c0, cs, sn);
+      else
+        chunk_cos_sin<true>(p.rope, M, b, s, c0, inv_freq, cs, sn);
+    }
   }
+  if constexpr (M == RopeMode::kPos3D) partners_3d(p.rope, partner_of, t);  // read after the step's barrier
   const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
   auto* out = static_cast<__nv_bfloat16*>(grp.out) + (int64_t(b) * grp.heads * p.seq + s) * kQkvHeadDim + c0;
 #pragma unroll 1
@@ -983,7 +1039,10 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
           const __nv_bfloat16* row = staged_row(step % kRopeRowsStages, h);
           Vec8 o;
           o.u = *reinterpret_cast<const uint4*>(row + c0);
-          if constexpr (kRotate) o = rope_chunk(p.rope, M, row, c0, o, cs, sn);
+          if constexpr (M == RopeMode::kPos3D)
+            o = rope_chunk_3d(row, c0, o, partner_of, cs, sn);
+          else if constexpr (kRotate)
+            o = rope_chunk(p.rope, M, row, c0, o, cs, sn);
           *reinterpret_cast<uint4*>(out + (hs + h) * head_stride) = o.u;
         }
       }
@@ -1005,23 +1064,24 @@ struct RopeRowsLaunches {
 // kModes: bit (1 << mode) for every RopeMode a group of the launch uses (rope_rows_modes() on the
 // host); a block whose group has another mode cannot occur.
 template <int kModes>
-CUTLASS_DEVICE void rope_rows_launch(RopeRowsParams const& rp, float* inv_freq, __nv_bfloat16* ring) {
+CUTLASS_DEVICE void rope_rows_launch(RopeRowsParams const& rp, float* inv_freq, uint8_t* partner_of,
+                                      __nv_bfloat16* ring) {
   QkvParams const& p = rp.p;
   const int y_block = static_cast<int>(blockIdx.y);
   int g = 0;
   while (g + 1 < p.num_groups && y_block >= rp.chunk_first[g + 1]) ++g;
   switch (p.groups[g].rope) {
     case RopeMode::kNone:
-      if constexpr ((kModes & (1 << int(RopeMode::kNone))) != 0) rope_rows_block<RopeMode::kNone>(rp, g, inv_freq, ring);
+      if constexpr ((kModes & (1 << int(RopeMode::kNone))) != 0) rope_rows_block<RopeMode::kNone>(rp, g, inv_freq, partner_of, ring);
       break;
     case RopeMode::kTable:
-      if constexpr ((kModes & (1 << int(RopeMode::kTable))) != 0) rope_rows_block<RopeMode::kTable>(rp, g, inv_freq, ring);
+      if constexpr ((kModes & (1 << int(RopeMode::kTable))) != 0) rope_rows_block<RopeMode::kTable>(rp, g, inv_freq, partner_of, ring);
       break;
     case RopeMode::kPos1D:
-      if constexpr ((kModes & (1 << int(RopeMode::kPos1D))) != 0) rope_rows_block<RopeMode::kPos1D>(rp, g, inv_freq, ring);
+      if constexpr ((kModes & (1 << int(RopeMode::kPos1D))) != 0) rope_rows_block<RopeMode::kPos1D>(rp, g, inv_freq, partner_of, ring);
       break;
     case RopeMode::kPos3D:
-      if constexpr ((kModes & (1 << int(RopeMode::kPos3D))) != 0) rope_rows_block<RopeMode::kPos3D>(rp, g, inv_freq, ring);
+      if constexpr ((kModes & (1 << int(RopeMode::kPos3D))) != 0) rope_rows_block<RopeMode::kPos3D>(rp, g, inv_freq, partner_of, ring);
       break;
   }
 }
@@ -1034,13 +1094,71 @@ __global__ void __launch_bounds__(kRopeRowsThreads, kRopeRowsMinBlocks)
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
   static_assert(kLaunches >= 1 && kLaunches <= kRopeRowsMaxLaunches, "one or two launches per pass");
   __shared__ float inv_freq[kQkvHeadDim];
+  __shared__ __align__(8) uint8_t partner_of[kQkvHeadDim];  // kPos3D blocks: partners_3d
   extern __shared__ __align__(16) unsigned char rope_rows_ring[];
   auto* ring = reinterpret_cast<__nv_bfloat16*>(rope_rows_ring);
   if (kLaunches == 1 || blockIdx.z == 0) {
-    if (blockIdx.x < rl.blocks_x[0] && blockIdx.y < rl.blocks_y[0]) rope_rows_launch<kModes>(rl.launch[0], inv_freq, ring);
+    if (blockIdx.x < rl.blocks_x[0] && blockIdx.y < rl.blocks_y[0]) rope_rows_launch<kModes>(rl.launch[0], inv_freq, partner_of, ring);
   } else if constexpr (kLaunches == 2) {
-    if (blockIdx.x < rl.blocks_x[1] && blockIdx.y < rl.blocks_y[1]) rope_rows_launch<kModes>(rl.launch[1], inv_freq, ring);
+    if (blockIdx.x < rl.blocks_x[1] && blockIdx.y < rl.blocks_y[1]) rope_rows_launch<kModes>(rl.launch[1], inv_freq, partner_of, ring);
   }
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// cos/sin tables for the RoPE pass of few rows (qkv_rope_table_pays): one thread per (row, channel)
+// computes what chunk_cos_sin computes for that channel (the same helpers, the same operands) and
+// stores it as bf16: cos [m, 128], then sin [m, 128]. The pass then reads 2 x 16 bytes per chunk
+// instead of running 8 accurate cosf/sinf pairs per thread: at 034 B2 Lq128 the pass was 15 us for ~3 MB
+// (ncu: ~1300 instructions per warp at ~15 cycles each, mostly the trig and the t/h/w pair walks),
+// a latency chain no SM could hide with 3 warps per scheduler.
+// ---------------------------------------------------------------------------------------------
+constexpr int kRopeTableThreads = 2 * kQkvHeadDim;  // two rows per block
+struct RopeTableParams {
+  QkvRope rope;
+  RopeMode mode = RopeMode::kNone;  // kPos1D or kPos3D
+  int m = 0, seq = 0;
+  __nv_bfloat16* tab = nullptr;  // cos [m, 128], then sin [m, 128]
+};
+struct RopeTableLaunches {
+  RopeTableParams launch[kRopeRowsMaxLaunches];  // a launch with m == 0 has no table
+};
+
+template <RopeMode M>
+CUTLASS_DEVICE void rope_table_rows(RopeTableParams const& tp, float* inv_freq) {
+  const int t = static_cast<int>(threadIdx.x);
+  const int c = t % kQkvHeadDim;
+  if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(tp.rope, M, t);  // no global memory
+  __syncthreads();
+  pdl_enter();  // the positions may come from the kernel before (launch/pdl.h contract)
+  const int m = static_cast<int>(blockIdx.x) * (kRopeTableThreads / kQkvHeadDim) + t / kQkvHeadDim;
+  if (m >= tp.m) return;
+  const int b = m / tp.seq, s = m - b * tp.seq;
+  QkvRope const& rope = tp.rope;
+  float cs, sn;
+  if constexpr (M == RopeMode::kPos1D) {
+    pos_cos_sin(rope.pos[b * rope.pos_batch_stride + s * rope.pos_seq_stride], inv_freq[c], cs, sn);
+  } else {
+    const int64_t* pos = rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride;
+    const rope::Segment seg = rope::thw_segment(c, rope.split);
+    pos_cos_sin(pos[seg.index * rope.pos_comp_stride], inv_freq[c], cs, sn);
+  }
+  tp.tab[int64_t(m) * kQkvHeadDim + c] = __float2bfloat16_rn(cs);  // exact: cs is a bf16 value
+  tp.tab[(int64_t(tp.m) + m) * kQkvHeadDim + c] = __float2bfloat16_rn(sn);
+}
+
+CUTLASS_DEVICE void rope_table_launch(RopeTableParams const& tp, float* inv_freq) {
+  if (tp.mode == RopeMode::kPos1D) rope_table_rows<RopeMode::kPos1D>(tp, inv_freq);
+  else if (tp.mode == RopeMode::kPos3D) rope_table_rows<RopeMode::kPos3D>(tp, inv_freq);
+  else pdl_enter();  // no table for this launch: nothing to write
+}
+
+// blockIdx.y picks the launch; fixed offsets per branch, as in qkv_rope_rows_kernel.
+__global__ void __launch_bounds__(kRopeTableThreads) rope_table_kernel(CUTLASS_GRID_CONSTANT RopeTableLaunches const tl) {
+#if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
+  __shared__ float inv_freq[kQkvHeadDim];
+  if (blockIdx.y == 0) rope_table_launch(tl.launch[0], inv_freq);
+  else rope_table_launch(tl.launch[1], inv_freq);
 #endif
 }
 

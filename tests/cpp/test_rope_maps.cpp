@@ -252,6 +252,12 @@ bool qkv_plan_rule(std::string& err) {
   EXPECT(grouped_plan_tile(1, 511) == QkvConfig::kGrouped64);
   EXPECT(grouped_plan_tile(1, 512) == QkvConfig::kGrouped128);
   EXPECT(grouped_plan_tile(2, 256) == QkvConfig::kGrouped128);
+  // The RoPE pass reads precomputed cos/sin below 4096 rows: 034's all-GEMMs plan (B2 Lq128: 256 + 392
+  // rows in one pass), never for an empty pass.
+  EXPECT(qkv_rope_table_pays(256 + 392));
+  EXPECT(qkv_rope_table_pays(4095));
+  EXPECT(!qkv_rope_table_pays(4096));
+  EXPECT(!qkv_rope_table_pays(0));
   return true;
 }
 
