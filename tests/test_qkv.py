@@ -337,7 +337,7 @@ def test_cross_rope_passes_merged_are_bitwise_neutral(tmp_path, rng_seed):
 @requires_sm90
 def test_cross_rope_table_is_bitwise_neutral(tmp_path, rng_seed):
     """The RoPE pass with its position-mode cos/sin precomputed into a table by a kernel of its own
-    (default below 4096 rows; VLATTN_QKV_ROPE_TABLE=2 always) gives the bits of the pass computing
+    (default below 2048 rows; VLATTN_QKV_ROPE_TABLE=2 always) gives the bits of the pass computing
     them itself (0): the all-GEMMs plan's merged pass, the grouped GEMM's per-launch passes, and
     positions up to 8191 from a non-default stream."""
     assert_switch_bitwise_neutral(_ROPE_MERGE_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_ROPE_TABLE", 9,

@@ -157,9 +157,13 @@ inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64
 // modes' cos/sin into a table with a kernel of one thread per (row, channel) (rope_table_kernel) and
 // reads them from it, instead of computing 8 accurate cosf/sinf pairs per thread inside the pass.
 // Few rows leave the pass a latency chain: at 034 B2 Lq128 (648 rows) it took 15 us for ~3 MB (ncu:
-// ~1300 instructions per warp at ~15 cycles each; bench/NOTES.md seventeenth session). Predicted to
-// pay below kRopeTableMaxRows; VLATTN_QKV_ROPE_TABLE (csrc/ops/qkv.cpp) overrides for an A/B.
-constexpr int64_t kRopeTableMaxRows = 4096;
+// ~1300 instructions per warp at ~15 cycles each). H200, 2026-12-01, graph replay, same-call A/B of
+// VLATTN_QKV_ROPE_TABLE 0 vs 2 (bench/NOTES.md seventeenth session call 9): the all-GEMMs plan's one
+// pass, B2 Lq128 87.7 -> 83.7 us (table 3.3 + pass 9.3 against the pass's 15.0), B2 Lq256 112.5 -> 108.4,
+// B1 Lq512 116.3 -> 111.6; per-launch passes of 1024 and 1568 rows (B8 Lq128) 182.0 -> 180.6; the grouped
+// plan's passes of 2048-3920 rows lost (B8 Lq256 362.4 -> 366.2, B4 Lq541 439.8 -> 448.4). The extra launch
+// and allocation are host time: eager medians moved +0.5 to +4 us there, inside that run's round spread.
+constexpr int64_t kRopeTableMaxRows = 2048;
 inline bool qkv_rope_table_pays(int64_t rows) { return rows > 0 && rows < kRopeTableMaxRows; }
 
 // The RoPE pass of kGemmRope / kGrouped (qkv_rope_rows_kernel, csrc/qkv/sm90_qkv_rope.cuh, whose

@@ -252,11 +252,14 @@ bool qkv_plan_rule(std::string& err) {
   EXPECT(grouped_plan_tile(1, 511) == QkvConfig::kGrouped64);
   EXPECT(grouped_plan_tile(1, 512) == QkvConfig::kGrouped128);
   EXPECT(grouped_plan_tile(2, 256) == QkvConfig::kGrouped128);
-  // The RoPE pass reads precomputed cos/sin below 4096 rows: 034's all-GEMMs plan (B2 Lq128: 256 + 392
-  // rows in one pass), never for an empty pass.
+  // The RoPE pass reads precomputed cos/sin below 2048 rows: 034's all-GEMMs plan (B2 Lq128: 256 + 392
+  // rows in one pass; B1 Lq512: 512 + 784) and per-launch passes of 1024 / 1568 rows; not the grouped
+  // plan's passes of 2048 rows and more (measured slower there); never an empty pass.
   EXPECT(qkv_rope_table_pays(256 + 392));
-  EXPECT(qkv_rope_table_pays(4095));
-  EXPECT(!qkv_rope_table_pays(4096));
+  EXPECT(qkv_rope_table_pays(512 + 784));
+  EXPECT(qkv_rope_table_pays(1568));
+  EXPECT(!qkv_rope_table_pays(2048));
+  EXPECT(!qkv_rope_table_pays(3136));
   EXPECT(!qkv_rope_table_pays(0));
   return true;
 }
