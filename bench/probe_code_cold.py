@@ -27,20 +27,6 @@ from vlattn import bench as B
 from vlattn import workloads as W
 
 
-def capture(fn, args, device):
-    side = torch.cuda.Stream(device=device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn(*args)
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(*args)
-    torch.cuda.synchronize(device)
-    return graph, out
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workloads", default="007:10,007:15,007:0,034:15,034:0")
@@ -60,13 +46,13 @@ def main():
         op = getattr(vlattn, B.OP_NAMES[w.problem])
         main_in = W.make_inputs(w, dev, seed=args.seed)
         decoy_in = W.make_inputs(w, dev, seed=args.seed + 1)
-        g, out = capture(lambda *a: op(*a, backend="native"), tuple(main_in.values()), dev)
-        gd, _ = capture(lambda *a: op(*a, backend="native"), tuple(decoy_in.values()), dev)
+        run = B.graph_runner(lambda *a: op(*a, backend="native"), tuple(main_in.values()), dev)
+        decoy = B.graph_runner(lambda *a: op(*a, backend="native"), tuple(decoy_in.values()), dev)
         before = {
             "flush": lambda: timer.scratch.zero_(),
             "clean": lambda: (timer.scratch.zero_(), other.sum()),
-            "decoy": lambda: (timer.scratch.zero_(), gd.replay()),
-            "warm": lambda: g.replay(),
+            "decoy": lambda: (timer.scratch.zero_(), decoy.step()),
+            "warm": lambda: run.step(),
         }
         times = {m: [] for m in modes}
         for r in range(args.rounds):
@@ -77,15 +63,15 @@ def main():
                     before[m]()
                     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     s.record()
-                    g.replay()
+                    run.step()
                     e.record()
                     e.synchronize()
                     times[m].append(s.elapsed_time(e) * 1e3)
         med = {m: statistics.median(v) for m, v in times.items()}
-        assert torch.isfinite(out.float()).all(), w.name
+        assert torch.isfinite(run.result().float()).all(), w.name
         print(f"{w.name:28.28s} " + " ".join(f"{med[m]:8.1f}" for m in modes) +
               f"   {med['decoy'] - med['clean']:11.1f}  {med['clean'] - med['flush']:11.1f}", flush=True)
-        del g, gd, out, main_in, decoy_in
+        del run, decoy, main_in, decoy_in
         torch.cuda.empty_cache()
 
 

@@ -12,20 +12,11 @@
 // memset that evicts L2 (instruction lines included).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
-#define CHECK(x)                                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "probe_common.h"  // CHECK, probe::launch_ex, probe::Timer
 
 namespace {
 
@@ -67,92 +58,50 @@ __global__ void spin_kernel(int* out, long long clk, int pdl) {
   if (threadIdx.x == 0 && dynamic_smem_bytes() >= 4 * blockDim.x && smem[7] == -1) out[blockIdx.x] = 1;
 }
 
-// The same arithmetic twice: straight-line (kUnroll independent FFMA groups, ~kUnroll * 8 * 16 bytes of
-// SASS) and as a loop of one group (a few hundred bytes). Both execute the same instructions.
+// One step of the probes' arithmetic: eight independent FFMAs.
+__device__ __forceinline__ void ffma8(float (&a)[8], float c) {
+  const float add[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) a[j] = fmaf(a[j], c, add[j % 4]);
+}
+
+__device__ __forceinline__ void ffma8_init(float (&a)[8], float seed) {
+  a[0] = seed + threadIdx.x;
+#pragma unroll
+  for (int j = 1; j < 8; ++j) a[j] = a[0] * (1.0f + 0.1f * j);
+}
+
+__device__ __forceinline__ void ffma8_sink(const float (&a)[8], float* out) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) s += a[j];
+  if (s == -1.2345f) out[blockIdx.x] = s;
+}
+
+// The same arithmetic twice: straight-line (kUnroll steps, ~kUnroll * 8 * 16 bytes of SASS) and as a
+// loop of one step (a few hundred bytes). Both execute the same instructions.
 template <int kUnroll>
 __global__ void fat_kernel(float* out, float seed) {
-  float a0 = seed + threadIdx.x, a1 = a0 * 1.1f, a2 = a0 * 1.2f, a3 = a0 * 1.3f, a4 = a0 * 1.4f, a5 = a0 * 1.5f,
-        a6 = a0 * 1.6f, a7 = a0 * 1.7f;
+  float a[8];
+  ffma8_init(a, seed);
 #pragma unroll
-  for (int i = 0; i < kUnroll; ++i) {
-    const float c = 1.0f + 1e-7f * float(i % 13);  // varying immediates keep the groups distinct
-    a0 = fmaf(a0, c, 0.5f);
-    a1 = fmaf(a1, c, 0.25f);
-    a2 = fmaf(a2, c, 0.125f);
-    a3 = fmaf(a3, c, 0.0625f);
-    a4 = fmaf(a4, c, 0.5f);
-    a5 = fmaf(a5, c, 0.25f);
-    a6 = fmaf(a6, c, 0.125f);
-    a7 = fmaf(a7, c, 0.0625f);
-  }
-  const float s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-  if (s == -1.2345f) out[blockIdx.x] = s;
+  for (int i = 0; i < kUnroll; ++i) ffma8(a, 1.0f + 1e-7f * float(i % 13));  // varying immediates
+  ffma8_sink(a, out);
 }
 
 __global__ void thin_kernel(float* out, float seed, int iters) {
-  float a0 = seed + threadIdx.x, a1 = a0 * 1.1f, a2 = a0 * 1.2f, a3 = a0 * 1.3f, a4 = a0 * 1.4f, a5 = a0 * 1.5f,
-        a6 = a0 * 1.6f, a7 = a0 * 1.7f;
+  float a[8];
+  ffma8_init(a, seed);
 #pragma unroll 1
-  for (int i = 0; i < iters; ++i) {
-    const float c = 1.0f + 1e-7f * float(i % 13);
-    a0 = fmaf(a0, c, 0.5f);
-    a1 = fmaf(a1, c, 0.25f);
-    a2 = fmaf(a2, c, 0.125f);
-    a3 = fmaf(a3, c, 0.0625f);
-    a4 = fmaf(a4, c, 0.5f);
-    a5 = fmaf(a5, c, 0.25f);
-    a6 = fmaf(a6, c, 0.125f);
-    a7 = fmaf(a7, c, 0.0625f);
-  }
-  const float s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-  if (s == -1.2345f) out[blockIdx.x] = s;
+  for (int i = 0; i < iters; ++i) ffma8(a, 1.0f + 1e-7f * float(i % 13));
+  ffma8_sink(a, out);
 }
-
-template <class F>
-cudaError_t launch(F kernel, dim3 grid, dim3 block, size_t smem, bool pdl, int* out, long long arg2, int arg3) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = 0;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, out, arg2, arg3);
-}
-
-struct Timer {
-  void* flush = nullptr;
-  size_t flush_bytes = 256ull << 20;
-  cudaEvent_t e0, e1;
-  int reps = 31;
-  template <class F>
-  double median(bool cold, F&& body) {
-    std::vector<float> t;
-    body();
-    CHECK(cudaDeviceSynchronize());
-    for (int r = 0; r < reps; ++r) {
-      if (cold) CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
-      CHECK(cudaEventRecord(e0));
-      body();
-      CHECK(cudaEventRecord(e1));
-      CHECK(cudaEventSynchronize(e1));
-      float ms = 0.f;
-      CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms * 1000.f);
-    }
-    CHECK(cudaGetLastError());
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Timer tm;
+  probe::Timer tm;
+  tm.reps = 31;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--reps")) tm.reps = std::atoi(argv[i + 1]);
     else {
@@ -168,9 +117,6 @@ int main(int argc, char** argv) {
   const double ghz = clock_khz / 1e6;
   std::printf("launch_probe on %s (%d SMs, max SM clock %.2f GHz); CUDA events, median of %d\n", prop.name, sms,
               ghz, tm.reps);
-  CHECK(cudaMalloc(&tm.flush, tm.flush_bytes));
-  CHECK(cudaEventCreate(&tm.e0));
-  CHECK(cudaEventCreate(&tm.e1));
   int* out = nullptr;
   CHECK(cudaMalloc(&out, 1 << 20));
   CHECK(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBigSmem));
@@ -181,7 +127,7 @@ int main(int argc, char** argv) {
 
   std::printf("\n%-72s %8s %8s\n", "what", "warm us", "cold us");
   auto row = [&](const char* what, auto&& body) {
-    const double w = tm.median(false, body), c = tm.median(true, body);
+    const double w = tm.median(probe::Timer::kIdle, body), c = tm.median(probe::Timer::kCold, body);
     std::printf("%-72s %8.2f %8.2f\n", what, w, c);
     return w;
   };
@@ -189,7 +135,7 @@ int main(int argc, char** argv) {
   for (int smem : {0, 48 * 1024, kBigSmem}) {
     char what[96];
     std::snprintf(what, sizeof what, "empty, 28 CTAs x 384, %3d KB dynamic smem", smem / 1024);
-    row(what, [&] { CHECK(launch(empty_kernel, dim3(28), dim3(384), smem, false, out, 0, 0)); });
+    row(what, [&] { probe::launch_ex(empty_kernel, dim3(28), dim3(384), smem, false, out, 0, 0); });
   }
   // 2. Straight-line code vs a loop of the same instructions, 28 CTAs x 384.
   auto fat = [&] {
@@ -207,19 +153,19 @@ int main(int argc, char** argv) {
   for (int pred_smem : {0, 200 * 1024}) {
     char what[128];
     std::snprintf(what, sizeof what, "spin 10 us, 132 CTAs x 128 (%3d KB smem) alone", pred_smem / 1024);
-    const double alone = row(what, [&] { CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, false, out, spin, 0)); });
+    const double alone = row(what, [&] { probe::launch_ex(spin_kernel, dim3(sms), dim3(128), pred_smem, false, out, spin, 0); });
     for (int pdl : {0, 1}) {
       std::snprintf(what, sizeof what, "  then empty 28 x 384, 227 KB, %s", pdl ? "PDL" : "plain");
       const double both = row(what, [&] {
-        CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, pdl, out, spin, pdl));
-        CHECK(launch(empty_kernel, dim3(28), dim3(384), kBigSmem, pdl, out, 0, pdl));
+        probe::launch_ex(spin_kernel, dim3(sms), dim3(128), pred_smem, pdl, out, spin, pdl);
+        probe::launch_ex(empty_kernel, dim3(28), dim3(384), kBigSmem, pdl, out, 0, pdl);
       });
       std::printf("%-72s %8.2f\n", "    added by the second kernel (warm)", both - alone);
     }
     std::snprintf(what, sizeof what, "  then the same spin kernel again, PDL");
     const double two = row(what, [&] {
-      CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, true, out, spin, 1));
-      CHECK(launch(spin_kernel, dim3(sms), dim3(128), pred_smem, true, out, spin, 1));
+      probe::launch_ex(spin_kernel, dim3(sms), dim3(128), pred_smem, true, out, spin, 1);
+      probe::launch_ex(spin_kernel, dim3(sms), dim3(128), pred_smem, true, out, spin, 1);
     });
     std::printf("%-72s %8.2f\n", "    added by the second spin (warm; 10 us of work)", two - alone);
   }

@@ -21,14 +21,7 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK(x)                                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "probe_common.h"  // CHECK, probe::launch_ex, probe::Timer
 
 namespace {
 
@@ -182,21 +175,6 @@ __global__ void prefetch_kernel(const char* p, unsigned long long bytes, unsigne
   }
 }
 
-template <class... Params, class... Args>
-void launch_ex(void (*kernel)(Params...), int grid, int block, int smem, bool pdl, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = 0;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));
-}
-
 __global__ void fill_kernel(uint32_t* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = uint32_t(i) * 2654435761u ^ seed;
@@ -235,46 +213,18 @@ CUtensorMap make_map(void* base, int rows, int k, int box_rows, CUtensorMapL2pro
   return m;
 }
 
-struct Ctx {
-  void* flush = nullptr;
-  size_t flush_bytes = 256ull << 20;
-  cudaEvent_t e0, e1;
-  int reps = 15;
-  bool warm = false;  // --warm: no flush, the previous launch left the data in L2
-};
-
-template <class Launch>
-double time_cold(Ctx& c, Launch&& launch) {
-  std::vector<float> t;
-  launch();  // warm-up (module load, first-touch)
-  CHECK(cudaDeviceSynchronize());
-  for (int r = 0; r < c.reps; ++r) {
-    if (c.warm) launch();
-    else CHECK(cudaMemsetAsync(c.flush, r & 0xff, c.flush_bytes));
-    CHECK(cudaEventRecord(c.e0));
-    launch();
-    CHECK(cudaEventRecord(c.e1));
-    CHECK(cudaEventSynchronize(c.e1));
-    float ms = 0.f;
-    CHECK(cudaEventElapsedTime(&ms, c.e0, c.e1));
-    t.push_back(ms * 1000.f);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   int n = 4608, k = 3584, m = 128;  // 007's Q|K|V projection at B1 S128
-  Ctx c;
+  probe::Timer c;
+  bool warm = false;  // --warm 1: no flush, the same launch just before (its data is what L2 holds)
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--reps")) c.reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--n")) n = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--k")) k = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--m")) m = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--warm")) c.warm = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--warm")) warm = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown argument %s (expected --reps, --n, --k, --m, --warm 0|1)\n", argv[i]);
       return 2;
@@ -284,6 +234,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--k must be a multiple of 64, --n of 128, --m a multiple of 64 up to 256\n");
     return 2;
   }
+  const probe::Timer::Mode mode = warm ? probe::Timer::kWarm : probe::Timer::kCold;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
@@ -291,26 +242,23 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   std::printf("stream_probe on %s (%d SMs, L2 %d MiB, max SM clock %.2f GHz): weight [%d, %d] bf16 = %.1f MB, "
               "activations [%d, %d]; %s L2, median of %d launches\n",
-              prop.name, sms, prop.l2CacheSize >> 20, clock_khz / 1e6, n, k, 2.0 * n * k / 1e6, m, k, c.warm ? "warm (the same launch just before)" : "cold", c.reps);
+              prop.name, sms, prop.l2CacheSize >> 20, clock_khz / 1e6, n, k, 2.0 * n * k / 1e6, m, k, warm ? "warm (the same launch just before)" : "cold", c.reps);
 
   const size_t w_bytes = size_t(n) * k * 2, x_bytes = size_t(m) * k * 2;
   void *w = nullptr, *x = nullptr;
   unsigned long long* sink = nullptr;
   CHECK(cudaMalloc(&w, w_bytes));
   CHECK(cudaMalloc(&x, x_bytes));
-  CHECK(cudaMalloc(&c.flush, c.flush_bytes));
   CHECK(cudaMalloc(&sink, 64));
   fill_kernel<<<sms * 4, 256>>>(static_cast<uint32_t*>(w), w_bytes / 4, 0x1234u);
   fill_kernel<<<sms * 4, 256>>>(static_cast<uint32_t*>(x), x_bytes / 4, 0x9876u);
-  CHECK(cudaEventCreate(&c.e0));
-  CHECK(cudaEventCreate(&c.e1));
   CHECK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynSmem));
 
   std::printf("\n%-58s %8s %9s %9s %10s\n", "kernel", "us", "weightGB/s", "fillGB/s", "fill/SM GB/s");
   // Ceilings: a read-only kernel over the weight, and a device copy of it (read + write bytes).
   for (int per_sm : {1, 2, 4, 8}) {
     const int blocks = sms * per_sm;
-    const double us = time_cold(c, [&] {
+    const double us = c.median(mode, [&] {
       read_kernel<<<blocks, 512>>>(static_cast<const uint4*>(w), w_bytes / 16, sink);
     });
     char name[96];
@@ -320,7 +268,7 @@ int main(int argc, char** argv) {
   {
     void* dst = nullptr;
     CHECK(cudaMalloc(&dst, w_bytes));
-    const double us = time_cold(c, [&] { CHECK(cudaMemcpyAsync(dst, w, w_bytes, cudaMemcpyDeviceToDevice)); });
+    const double us = c.median(mode, [&] { CHECK(cudaMemcpyAsync(dst, w, w_bytes, cudaMemcpyDeviceToDevice)); });
     std::printf("%-58s %8.1f %9.0f %9s %10s   (read + write: %.0f GB/s)\n", "cudaMemcpy D2D of the weight", us,
                 w_bytes / us / 1e3, "-", "-", 2.0 * w_bytes / us / 1e3);
     CHECK(cudaFree(dst));
@@ -371,7 +319,7 @@ int main(int argc, char** argv) {
     }
     const CUtensorMap wm = make_map(w, n, k, cs.w_box_rows, cs.promo);
     const CUtensorMap xm = make_map(x, m, k, std::min(m, 256), cs.promo);
-    const double us = time_cold(c, [&] { stream_kernel<<<ctas, 64, smem>>>(wm, xm, a, sink); });
+    const double us = c.median(mode, [&] { stream_kernel<<<ctas, 64, smem>>>(wm, xm, a, sink); });
     const double fill = double(w_bytes) + double(x_bytes) * (cs.x_rows > 0 ? n / cs.slab_rows : 0);
     const int resident = std::min(ctas, sms);
     char name[128];
@@ -385,7 +333,7 @@ int main(int argc, char** argv) {
     const CUtensorMap wm = make_map(w, n, k, 128, p256);
     const CUtensorMap xm = make_map(x, m, k, std::min(m, 256), p256);
     const int smem = 128 * kBoxK * 2 * stages + 1024;
-    const double us = time_cold(c, [&] { stream_kernel<<<1, 64, smem>>>(wm, xm, a, sink); });
+    const double us = c.median(mode, [&] { stream_kernel<<<1, 64, smem>>>(wm, xm, a, sink); });
     const double bytes = 128.0 * k * 2;
     char name[96];
     std::snprintf(name, sizeof name, "one CTA, one 128-row slab, whole K, %2d x 16 KB", stages);
@@ -395,7 +343,7 @@ int main(int argc, char** argv) {
   // weight stream of the next GEMM (128-row slabs, K/3, activations, MMA spin), PDL between them; with
   // a prefetch kernel in between that pulls the next GEMM's weight into L2 from the SMs the spinning
   // kernel leaves idle. Cold L2 before each chain.
-  if (!c.warm) {
+  if (!warm) {
     CHECK(cudaFuncSetAttribute(spin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     const int slabs = n / 128;
     StreamArgs a{slabs, 3, 128, 128, m, std::min(m, 256), k / kBoxK, 4, mma128, 1};
@@ -406,21 +354,21 @@ int main(int argc, char** argv) {
                 "W+X K/3 stream + MMA spin, %d CTAs\n", slabs * 3);
     for (double spin_us : {8.0, 12.0}) {
       const long long spin = (long long)(spin_us * clock_khz * 1e-3);
-      const double base = time_cold(c, [&] {
-        launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1);
-        launch_ex(stream_kernel, slabs * 3, 64, smem, true, wm, xm, a, sink);
+      const double base = c.median(mode, [&] {
+        probe::launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1);
+        probe::launch_ex(stream_kernel, slabs * 3, 64, smem, true, wm, xm, a, sink);
       });
-      const double alone = time_cold(c, [&] { launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1); });
+      const double alone = c.median(mode, [&] { probe::launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1); });
       std::printf("  S=%4.1f: spin alone %6.1f us, spin -> stream %6.1f us (stream adds %5.1f)\n", spin_us, alone, base,
                   base - alone);
       for (int g : {104, 132}) {
         for (unsigned chunk : {16384u, 65536u}) {
           const unsigned long long slice = ((w_bytes + g - 1) / g + 15) / 16 * 16;
-          const double with = time_cold(c, [&] {
-            launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1);
-            launch_ex(prefetch_kernel, g, 64, 0, true, static_cast<const char*>(w), (unsigned long long)w_bytes, slice,
+          const double with = c.median(mode, [&] {
+            probe::launch_ex(spin_kernel, 28, 384, 227 * 1024, true, spin, 1);
+            probe::launch_ex(prefetch_kernel, g, 64, 0, true, static_cast<const char*>(w), (unsigned long long)w_bytes, slice,
                       chunk, 1);
-            launch_ex(stream_kernel, slabs * 3, 64, smem, true, wm, xm, a, sink);
+            probe::launch_ex(stream_kernel, slabs * 3, 64, smem, true, wm, xm, a, sink);
           });
           std::printf("    prefetch by %3d CTAs, %2u KB requests: %6.1f us (stream adds %5.1f, %+5.1f)\n", g,
                       chunk / 1024, with, with - alone, with - base);
@@ -429,8 +377,8 @@ int main(int argc, char** argv) {
     }
     for (int g : {28, 104, 132}) {
       const unsigned long long slice = ((w_bytes + g - 1) / g + 15) / 16 * 16;
-      const double us = time_cold(c, [&] {
-        launch_ex(prefetch_kernel, g, 64, 0, false, static_cast<const char*>(w), (unsigned long long)w_bytes, slice,
+      const double us = c.median(mode, [&] {
+        probe::launch_ex(prefetch_kernel, g, 64, 0, false, static_cast<const char*>(w), (unsigned long long)w_bytes, slice,
                   65536u, 0);
       });
       std::printf("  prefetch alone, %3d CTAs, 64 KB requests: %6.1f us (%.0f GB/s issued; completion not awaited)\n", g,
