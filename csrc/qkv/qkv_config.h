@@ -7,6 +7,14 @@
 
 namespace vlattn {
 
+// How a group's output is rotated (QkvGroup::rope, csrc/qkv/qkv_params.h).
+enum class RopeMode : int32_t {
+  kNone = 0,     // V: bias only
+  kTable = 1,    // 007 mRoPE: cos/sin tables [3, B, S, 128], plane per channel from mrope_section
+  kPos1D = 2,    // 034 Q: rotate-half over the full head at position pos1d[b, s]
+  kPos3D = 3,    // 034 K: three rotate-halves over channel segments split[0..3) at pos3d[b, s, seg]
+};
+
 // Named tile configurations of the fused kernel (csrc/ops/qkv.cpp maps their names; qkv_auto_config
 // below picks one by shape).
 enum class QkvConfig : int32_t {
@@ -165,6 +173,18 @@ inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64
 // and allocation are host time: eager medians moved +0.5 to +4 us there, inside that run's round spread.
 constexpr int64_t kRopeTableMaxRows = 2048;
 inline bool qkv_rope_table_pays(int64_t rows) { return rows > 0 && rows < kRopeTableMaxRows; }
+
+// The position mode whose cos/sin one table per launch can hold, from the modes of the launch's groups:
+// the one of kPos1D / kPos3D they use, kNone when they use neither or both (the pass then computes
+// them itself). 034: the text's launch kPos1D, the vision tokens' kPos3D (K) with kNone (V); 007 none.
+inline RopeMode rope_table_mode(const RopeMode* modes, int count) {
+  bool d1 = false, d3 = false;
+  for (int g = 0; g < count; ++g) {
+    d1 = d1 || modes[g] == RopeMode::kPos1D;
+    d3 = d3 || modes[g] == RopeMode::kPos3D;
+  }
+  return d1 == d3 ? RopeMode::kNone : d1 ? RopeMode::kPos1D : RopeMode::kPos3D;
+}
 
 // The RoPE pass of kGemmRope / kGrouped (qkv_rope_rows_kernel, csrc/qkv/sm90_qkv_rope.cuh, whose
 // constants static_assert these): blocks of 16 rows, heads walked 4 at a time, 4 resident blocks per SM.

@@ -24,12 +24,7 @@ namespace vlattn {
 constexpr int kQkvHeadDim = 128;
 constexpr int kQkvMaxGroups = 3;
 
-enum class RopeMode : int32_t {
-  kNone = 0,     // V: bias only
-  kTable = 1,    // 007 mRoPE: cos/sin tables [3, B, S, 128], plane per channel from mrope_section
-  kPos1D = 2,    // 034 Q: rotate-half over the full head at position pos1d[b, s]
-  kPos3D = 3,    // 034 K: three rotate-halves over channel segments split[0..3) at pos3d[b, s, seg]
-};
+// RopeMode: qkv/qkv_config.h (the host rules take it too).
 
 struct QkvGroup {
   const void* weight = nullptr;  // bf16 [heads * 128, K], row stride ldw elements, unit column stride

@@ -203,15 +203,12 @@ static bool make_rope_rows(const QkvParams& p, const void* const* y, const int64
   return true;
 }
 
-// The position mode whose cos/sin a table can hold for launch p: the one of kPos1D / kPos3D that its
-// groups use, kNone when they use neither or both (the pass then computes them itself).
+// The position mode whose cos/sin a table can hold for launch p (rule: rope_table_mode, qkv_config.h).
 static RopeMode rope_table_mode(const QkvParams& p) {
-  bool d1 = false, d3 = false;
-  for (int g = 0; g < p.num_groups; ++g) {
-    d1 = d1 || p.groups[g].rope == RopeMode::kPos1D;
-    d3 = d3 || p.groups[g].rope == RopeMode::kPos3D;
-  }
-  return d1 == d3 ? RopeMode::kNone : d1 ? RopeMode::kPos1D : RopeMode::kPos3D;
+  RopeMode modes[kQkvMaxGroups] = {};
+  const int count = p.num_groups < kQkvMaxGroups ? p.num_groups : kQkvMaxGroups;
+  for (int g = 0; g < count; ++g) modes[g] = p.groups[g].rope;
+  return rope_table_mode(modes, count);
 }
 
 static size_t rope_table_bytes_of(const QkvParams& p) {

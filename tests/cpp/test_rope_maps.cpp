@@ -261,6 +261,16 @@ bool qkv_plan_rule(std::string& err) {
   EXPECT(!qkv_rope_table_pays(2048));
   EXPECT(!qkv_rope_table_pays(3136));
   EXPECT(!qkv_rope_table_pays(0));
+  // One table per launch, for its one position mode: 034's text (1-D) and vision (t/h/w K beside V);
+  // none for 007's table RoPE, for a launch mixing both position modes, or without groups.
+  const RopeMode text[1] = {RopeMode::kPos1D}, vision[2] = {RopeMode::kPos3D, RopeMode::kNone};
+  const RopeMode mrope[3] = {RopeMode::kTable, RopeMode::kTable, RopeMode::kNone};
+  const RopeMode mixed[2] = {RopeMode::kPos1D, RopeMode::kPos3D};
+  EXPECT(rope_table_mode(text, 1) == RopeMode::kPos1D);
+  EXPECT(rope_table_mode(vision, 2) == RopeMode::kPos3D);
+  EXPECT(rope_table_mode(mrope, 3) == RopeMode::kNone);
+  EXPECT(rope_table_mode(mixed, 2) == RopeMode::kNone);
+  EXPECT(rope_table_mode(text, 0) == RopeMode::kNone);
   return true;
 }
 
