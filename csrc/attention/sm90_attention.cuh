@@ -52,6 +52,7 @@
 #include "attention/attention_params.h"
 #include "attention/attention_rules.h"
 #include "attention/mask_summary.cuh"
+#include "launch/env.h"  // env_int, env_flag
 #include "launch/host_trace.h"
 
 namespace vlattn {
@@ -1096,19 +1097,6 @@ inline SummaryLayout summary_layout(const AttentionParams& p) {
 
 inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p).total(); }
 
-// An environment switch read once per process: unset or empty -> fallback, "0" -> false, else true.
-inline int env_int(const char* name, int fallback) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || env[0] == '\0') return fallback;
-  return std::atoi(env);
-}
-
-inline bool env_flag(const char* name, bool fallback) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || env[0] == '\0') return fallback;
-  return env[0] != '0';
-}
-
 // One kernel instantiation: its shared-memory opt-in is per device context and per kernel (a static
 // flag per instantiation: kernels of one signature must not share it, bench/NOTES.md lessons).
 // The K and V tensor maps are encoded here: their box is the key-tile width.
@@ -1229,7 +1217,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // [B=1,S=613] 45.6 vs 34.6 us, [B=32,S=541] 701 vs 693; aligned shapes gained, [B=4,S=256]
   // 39.8 -> 26.3). VLATTN_ATTN_MASK_SMEM (read once): 0 = never stage, 2 = stage unaligned masks too
   // (shifted layout; diagnosis and tests). Every choice gives the same bits.
-  static const int mask_smem = env_int("VLATTN_ATTN_MASK_SMEM", 1);
+  static const int mask_smem = static_cast<int>(env_int("VLATTN_ATTN_MASK_SMEM", 1));
   kp.mask_vec16 = mask_vec16(p);
   bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
 
@@ -1237,7 +1225,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // makes fewer units, 2 whenever eligible. Every choice gives the same bits: a row's arithmetic and
   // key order are the same. Part of its measured loss is the host: a packed call encodes a fourth
   // tensor map, and every encode looks up the driver entry point (bench/NOTES.md run 11).
-  static const int pack = env_int("VLATTN_ATTN_PACK", 0);
+  static const int pack = static_cast<int>(env_int("VLATTN_ATTN_PACK", 0));
   const attn_rules::PackPlan plan = attn_rules::pack_plan(p, pack, sl.total() > 0);
   const bool packed = plan.packed;
   const int pack_blocks = plan.blocks;
@@ -1253,7 +1241,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // VLATTN_ATTN_PERSISTENT (read once): 0 = one CTA per work unit (3-D grid, the hardware schedules),
   // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().
   // Every choice gives the same bits: a unit's arithmetic does not depend on the CTA that runs it.
-  static const int persistent = env_int("VLATTN_ATTN_PERSISTENT", 1);
+  static const int persistent = static_cast<int>(env_int("VLATTN_ATTN_PERSISTENT", 1));
   const long long sms = attn_rules::sm_count_or_h200(p);
   const bool use_persistent =
       !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units, stage_mask)));
@@ -1262,7 +1250,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
                                    : dim3(p.heads_q, m_blocks, p.batch);
   // Keys per pipeline step (VLATTN_ATTN_BN, read once; attn_rules::block_n): 0 (default) the rule, 128 or
   // 176 that width wherever it is allowed (no mask, not causal). The plain diagnosis loop is 128 only.
-  static const int bn_mode = env_int("VLATTN_ATTN_BN", 0);
+  static const int bn_mode = static_cast<int>(env_int("VLATTN_ATTN_BN", 0));
   const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
   if (simple_loop)
     return stage_mask ? launch_kernel<128, false, true>(kp, grid, p) : launch_kernel<128, false, false>(kp, grid, p);

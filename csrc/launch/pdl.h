@@ -23,6 +23,7 @@
 
 #include <cuda_runtime.h>
 
+#include "launch/env.h"
 #include "launch/host_trace.h"
 
 #include <cstdlib>
@@ -51,10 +52,7 @@ __device__ __forceinline__ void pdl_enter() {
 }
 
 inline bool pdl_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLATTN_PDL");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_flag("VLATTN_PDL", true);
   return enabled;
 }
 

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "kernels/rope.h"
+#include "launch/env.h"
 #include "launch/gemm_params.h"
 #include "launch/host_trace.h"
 #include "ops/check_strings.h"
@@ -144,12 +145,6 @@ struct QkvOutputs {
   }
 };
 
-// A row count from the environment (each caller reads it once): `fallback` when unset or empty.
-int64_t env_rows(const char* name, int64_t fallback) {
-  const char* e = std::getenv(name);
-  return e == nullptr || *e == '\0' ? fallback : static_cast<int64_t>(std::atoll(e));
-}
-
 // Named configs: "m128", "m64" (persistent ping-pong), "splitk2" / "splitk3" / "splitk4" (K split over
 // a cluster), "splitk2d" / "splitk3d" / "splitk4d" (the same with a 6-stage ring), "m256k1".."m256k4"
 // (256-row tiles, K split over 1..4 CTAs), "c256" (head-pair tiles), "m128mc" (m128 in 2-CTA
@@ -180,7 +175,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
   }
   // The automatic choice takes the two-pass "gemm" config from kQkvGemmMinRows rows of the launch on
   // (qkv_config.h); VLATTN_QKV_GEMM_MIN_M=<rows> moves the threshold, 0 turns it off (read once).
-  static const int64_t gemm_min_m = env_rows("VLATTN_QKV_GEMM_MIN_M", kQkvGemmMinRows);
+  static const int64_t gemm_min_m = env_int("VLATTN_QKV_GEMM_MIN_M", kQkvGemmMinRows);
   if (gemm_min_m > 0 && m >= gemm_min_m && bias_aligned) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
 }
@@ -190,10 +185,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
 // projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs apiece, and Q's 128x256 tiles
 // leave 20 SMs free (H200): side by side they share the machine instead of running back to back.
 bool gemm_side_stream_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLATTN_QKV_GEMM_STREAMS");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_flag("VLATTN_QKV_GEMM_STREAMS", true);
   return enabled;
 }
 
@@ -202,10 +194,7 @@ bool gemm_side_stream_enabled() {
 // 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
 // Lq128 +9.7% (bench/NOTES.md, tenth session). VLATTN_QKV_PAIR_WAVES=0 picks each alone (read once).
 bool gemm_pair_waves_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLATTN_QKV_PAIR_WAVES");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_flag("VLATTN_QKV_PAIR_WAVES", true);
   return enabled;
 }
 
@@ -299,10 +288,7 @@ struct PendingRope {
 // graph replay): 034 B2 Lq128 92.7 -> 86.6 us, B2 Lq256 116.8 -> 112.2, B1 Lq512 121.6 -> 117.2, the
 // rest within 1%. VLATTN_QKV_ROPE_MERGE=0 (read once): a pass after each launch's GEMMs, as before.
 bool rope_merge_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLATTN_QKV_ROPE_MERGE");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_flag("VLATTN_QKV_ROPE_MERGE", true);
   return enabled;
 }
 
@@ -321,7 +307,7 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   }
   // VLATTN_QKV_ROPE_TABLE (read once): 0 = the pass computes cos/sin itself, 1 (default) = a table
   // first when qkv_rope_table_pays, 2 = always a table (where a launch has a position mode).
-  static const int table_mode = static_cast<int>(env_rows("VLATTN_QKV_ROPE_TABLE", 1));
+  static const int table_mode = static_cast<int>(env_int("VLATTN_QKV_ROPE_TABLE", 1));
   int64_t rows = 0;
   for (int i = 0; i < n; ++i) rows += ps[i]->m;
   const bool table = table_mode >= 2 || (table_mode == 1 && qkv_rope_table_pays(rows));
@@ -617,17 +603,14 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
 
 // VLATTN_QKV_PLAN=0 (read once) turns the op-level plan (qkv_op_plan) off: each launch by itself.
 bool op_plan_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLATTN_QKV_PLAN");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_flag("VLATTN_QKV_PLAN", true);
   return enabled;
 }
 
 // 007's grouped plan from this many rows (qkv_op_plan): kQkvGroupedMinRows, or VLATTN_QKV_GROUPED_MIN_M
 // (read once) for an A/B.
 int64_t grouped_min_rows() {
-  static const int64_t rows = env_rows("VLATTN_QKV_GROUPED_MIN_M", kQkvGroupedMinRows);
+  static const int64_t rows = env_int("VLATTN_QKV_GROUPED_MIN_M", kQkvGroupedMinRows);
   return rows;
 }
 

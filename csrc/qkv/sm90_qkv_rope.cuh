@@ -223,6 +223,12 @@ CUTLASS_DEVICE void stage_with_bias(Acc const& acc, Coords const& tCcC, const __
   }
 }
 
+// The position channel c of an X row rotates by: the row's 1-D position (kPos1D) or the t/h/w component
+// of c's segment (kPos3D). pos_row: the row's entry of QkvRope::pos.
+CUTLASS_DEVICE int64_t channel_position(QkvRope const& rope, RopeMode mode, const int64_t* pos_row, int c) {
+  return mode == RopeMode::kPos1D ? pos_row[0] : pos_row[rope::thw_segment(c, rope.split).index * rope.pos_comp_stride];
+}
+
 union Vec8 {
   uint4 u;
   __nv_bfloat16 h[8];
@@ -265,10 +271,8 @@ CUTLASS_DEVICE void chunk_cos_sin(QkvRope const& rope, RopeMode mode, int b, int
   } else {  // kPos3D
     const int64_t* pos = rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const rope::Segment seg = rope::thw_segment(c0 + j, rope.split);
-      pos_cos_sin(pos[seg.index * rope.pos_comp_stride], inv_freq_of[c0 + j], cs[j], sn[j]);
-    }
+    for (int j = 0; j < 8; ++j)
+      pos_cos_sin(channel_position(rope, RopeMode::kPos3D, pos, c0 + j), inv_freq_of[c0 + j], cs[j], sn[j]);
   }
 }
 
@@ -1135,14 +1139,9 @@ CUTLASS_DEVICE void rope_table_rows(RopeTableParams const& tp, float* inv_freq) 
   if (m >= tp.m) return;
   const int b = m / tp.seq, s = m - b * tp.seq;
   QkvRope const& rope = tp.rope;
-  float cs, sn;
-  if constexpr (M == RopeMode::kPos1D) {
-    pos_cos_sin(rope.pos[b * rope.pos_batch_stride + s * rope.pos_seq_stride], inv_freq[c], cs, sn);
-  } else {
-    const int64_t* pos = rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride;
-    const rope::Segment seg = rope::thw_segment(c, rope.split);
-    pos_cos_sin(pos[seg.index * rope.pos_comp_stride], inv_freq[c], cs, sn);
-  }
+  float cs, sn;  // as chunk_cos_sin computes channel c of this row
+  pos_cos_sin(channel_position(rope, M, rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride, c),
+              inv_freq[c], cs, sn);
   tp.tab[int64_t(m) * kQkvHeadDim + c] = __float2bfloat16_rn(cs);  // exact: cs is a bf16 value
   tp.tab[(int64_t(tp.m) + m) * kQkvHeadDim + c] = __float2bfloat16_rn(sn);
 }
