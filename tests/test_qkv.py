@@ -344,37 +344,6 @@ def test_cross_rope_table_is_bitwise_neutral(tmp_path, rng_seed):
                                   "cos/sin table vs computed in the pass", values=(None, "2"))
 
 
-_EARLY_FORK_SCRIPT = r"""
-import sys, torch, vlattn
-from vlattn import workloads as W
-outs = []
-# 034 shapes on the all-GEMMs plan (below 2048 rows in all): B2 Lq128/Lv196 from the default stream, B1
-# Lq512/Lv784 from a caller's stream (the fork and join follow it), then B2 Lq128 again: the side stream's
-# table and GEMM workspaces come back from the allocator.
-side = torch.cuda.Stream()
-for name, stream in (("034[B=2,Lq=128,Lv=196]", None), ("034[B=1,Lq=512,Lv=784]", side),
-                     ("034[B=2,Lq=128,Lv=196]", None)):
-    w = next(x for x in W.load("034") if x.name == name)
-    i = W.make_inputs(w, "cuda", seed=int(sys.argv[2]))
-    with torch.cuda.stream(stream or torch.cuda.current_stream()):
-        outs += list(vlattn.vision_qkv(i["language_hidden_states"], i["vision_hidden_states"],
-                                       i["language_position_ids"], i["vision_grid_thw"], i["q_proj_weight"],
-                                       i["q_proj_bias"], i["k_proj_weight"], i["k_proj_bias"], i["v_proj_weight"],
-                                       i["v_proj_bias"]))
-torch.cuda.synchronize()
-torch.save([t.cpu() for t in outs], sys.argv[1])
-"""
-
-
-@requires_sm90
-def test_cross_early_fork_is_bitwise_neutral(tmp_path, rng_seed):
-    """034's all-GEMMs plan with the fork before the Q GEMM (VLATTN_QKV_EARLY_FORK=1: V and the RoPE
-    table on the side stream; 2: K, V and the table) gives the bits of the fork after it (0), from the
-    default and from a caller's stream, and again once the allocator hands the blocks back."""
-    assert_switch_bitwise_neutral(_EARLY_FORK_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_EARLY_FORK", 9,
-                                  "early fork vs fork after Q", values=(None, "1", "2"))
-
-
 @requires_sm90
 @pytest.mark.parametrize("config", ["grouped", "grouped128"])
 def test_grouped_bias_rules(config):

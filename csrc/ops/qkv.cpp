@@ -292,44 +292,8 @@ bool rope_merge_enabled() {
   return enabled;
 }
 
-// Bytes of the cos/sin tables the RoPE pass over launches ps[0..n) computes first (0: none).
-// VLATTN_QKV_ROPE_TABLE (read once): 0 = the pass computes cos/sin itself, 1 (default) = a table first
-// when qkv_rope_table_pays, 2 = always a table (where a launch has a position mode).
-size_t rope_table_bytes_for(const QkvParams* const* ps, int n) {
-  static const int table_mode = static_cast<int>(env_int("VLATTN_QKV_ROPE_TABLE", 1));
-  int64_t rows = 0;
-  for (int i = 0; i < n; ++i) rows += ps[i]->m;
-  const bool table = table_mode >= 2 || (table_mode == 1 && qkv_rope_table_pays(rows));
-  return table ? qkv_rope_table_bytes(ps, n) : 0;
-}
-
-// A table already computed for the pass (the early fork's, on the side stream): `ptr` holds
-// qkv_rope_table_sm90's placement for launches `ps`; the pass reads it when its own launches have the
-// same tables (the same rows and position modes), and otherwise computes its own.
-struct ReadyTable {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  const QkvParams* const* ps = nullptr;
-  int n = 0;
-};
-
-// The all-GEMMs plan with the fork before the op's first GEMM (launch_all): the vision tokens' last
-// 1 (V) or 2 (K and V) GEMMs and the pass's table kernel run on the side stream beside the text's Q
-// GEMM, instead of the fork after it. VLATTN_QKV_EARLY_FORK (read once): 0 = the fork after the Q GEMM
-// (as before), 1 / 2 = the early fork with that many side groups. Measured: bench/NOTES.md eighteenth
-// session.
-int early_fork_groups() {
-  static const int groups = [] {
-    if (!gemm_side_stream_enabled()) return 0;
-    const int64_t v = env_int("VLATTN_QKV_EARLY_FORK", 0);
-    return v == 1 || v == 2 ? static_cast<int>(v) : 0;
-  }();
-  return groups;
-}
-
 // The RoPE passes of n <= 2 launches in one kernel (the outputs are allocated first).
-void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& outs,
-                        const ReadyTable* ready = nullptr) {
+void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& outs) {
   const QkvParams* ps[2] = {};
   const void* const* ys[2] = {};
   const int64_t* lds[2] = {};
@@ -341,16 +305,19 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
     ys[i] = pend[i].y.ptr;
     lds[i] = pend[i].y.ldy;
   }
-  bool use_ready = ready != nullptr && ready->ptr != nullptr && ready->n == n;
-  for (int i = 0; use_ready && i < n; ++i)
-    use_ready = qkv_rope_table_bytes(&ps[i], 1) == qkv_rope_table_bytes(&ready->ps[i], 1);
-  const size_t table_bytes = use_ready ? ready->bytes : rope_table_bytes_for(ps, n);
+  // VLATTN_QKV_ROPE_TABLE (read once): 0 = the pass computes cos/sin itself, 1 (default) = a table
+  // first when qkv_rope_table_pays, 2 = always a table (where a launch has a position mode).
+  static const int table_mode = static_cast<int>(env_int("VLATTN_QKV_ROPE_TABLE", 1));
+  int64_t rows = 0;
+  for (int i = 0; i < n; ++i) rows += ps[i]->m;
+  const bool table = table_mode >= 2 || (table_mode == 1 && qkv_rope_table_pays(rows));
+  const size_t table_bytes = table ? qkv_rope_table_bytes(ps, n) : 0;
   at::Tensor table_ws;  // caching allocator, on the caller's stream, freed when the op returns
-  if (table_bytes > 0 && !use_ready)
+  if (table_bytes > 0)
     table_ws = at::empty({static_cast<int64_t>(table_bytes)}, outs.options.dtype(at::kByte));
-  void* table = use_ready ? ready->ptr : table_bytes > 0 ? table_ws.data_ptr() : nullptr;
   RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
-  const cudaError_t err = qkv_rope_rows_sm90(ps, ys, lds, n, table, table_bytes, use_ready);
+  const cudaError_t err =
+      qkv_rope_rows_sm90(ps, ys, lds, n, table_bytes > 0 ? table_ws.data_ptr() : nullptr, table_bytes);
   VLATTN_HOST_MARK("qkv.rope_pass");
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
@@ -414,25 +381,10 @@ GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, QkvEpiTile tile, const at::T
   return coop ? gemm_rope_epi_run_coop(e, ws, ws_bytes) : gemm_rope_epi_run(e, ws, ws_bytes);
 }
 
-// The all-GEMMs plan's early fork (launch_all, VLATTN_QKV_EARLY_FORK): the caller has recorded the fork
-// event on the caller's stream before the op's first GEMM, so that the side stream's work runs beside
-// it instead of after it. The last `side_groups` groups of this launch go to the side stream, after
-// the RoPE pass's table kernel when `table` is set (qkv_rope_table_sm90 over ps[0..n)).
-struct EarlyFork {
-  int side_groups = 1;
-  const QkvParams* const* ps = nullptr;
-  int n = 0;
-  void* table = nullptr;
-  size_t table_bytes = 0;
-};
-
 // With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer; returns
-// whether a pass was left there (false: every group's RoPE ran in its GEMM epilogue). extra_bytes: that
-// many more bytes in y's block, 256-byte aligned, at *extra (the early fork's table); *block: the block,
-// for a caller that must keep it alive past the pass.
+// whether a pass was left there (false: every group's RoPE ran in its GEMM epilogue).
 bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutputs& outs,
-                      PendingRope* defer = nullptr, const EarlyFork* early = nullptr, int64_t extra_bytes = 0,
-                      void** extra = nullptr, at::Tensor* block = nullptr) {
+                      PendingRope* defer = nullptr) {
   // Groups on the epilogue GEMM write their outputs directly (allocated first); the others, `rest`,
   // go through y and the RoPE pass. y holds rest's groups only.
   // The tile: the measured rule, or the one an A/B forces (2: ping-pong, 3: cooperative).
@@ -462,39 +414,27 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   }
   at::Tensor y_block;
   ProjectionY y;
-  const int64_t y_bytes = rest.num_groups > 0 ? projection_y_bytes(rest) : 0;
-  if (y_bytes + extra_bytes > 0) {
-    y_block = byte_block(x, y_bytes + extra_bytes);
-    if (rest.num_groups > 0) y = projection_y_at(rest, y_block.data_ptr());
-    if (extra != nullptr) *extra = extra_bytes > 0 ? static_cast<char*>(y_block.data_ptr()) + y_bytes : nullptr;
-    if (block != nullptr) *block = y_block;
+  if (rest.num_groups > 0) {
+    y_block = byte_block(x, projection_y_bytes(rest));
+    y = projection_y_at(rest, y_block.data_ptr());
   }
   VLATTN_HOST_MARK("qkv.gemm_rope.y");
   const int device = x.get_device();
-  const bool side = early != nullptr || (p.num_groups >= 2 && gemm_side_stream_enabled());
+  const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
   c10::optional<c10::cuda::CUDAStream> side_stream;
   if (side) {
     side_stream = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
     ForkJoin& ev = fork_join_events(device);
-    if (early == nullptr) C10_CUDA_CHECK(cudaEventRecord(ev.fork, p.stream));
+    C10_CUDA_CHECK(cudaEventRecord(ev.fork, p.stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
-    if (early != nullptr && early->table != nullptr) {
-      const cudaError_t err =
-          qkv_rope_table_sm90(early->ps, early->n, early->table, early->table_bytes, side_stream->stream());
-      VLATTN_HOST_MARK("qkv.rope_table");
-      TORCH_CHECK(err == cudaSuccess, op, ": RoPE table launch failed: ", cudaGetErrorString(err));
-    }
   }
   // Two equal-width groups run side by side: their GEMMs share the machine (gemm_pair_waves_enabled).
   const bool pair = side && p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
   const int concurrent = pair && gemm_pair_waves_enabled() ? 2 : 1;
-  // The side stream's groups (the last side_groups) go first so that they start with the others, not
-  // after them.
-  const int side_groups = !side ? 0 : early != nullptr ? std::min(early->side_groups, p.num_groups) : 1;
-  const int first_side = p.num_groups - side_groups;
   for (int i = 0; i < p.num_groups; ++i) {
-    const int g = i < side_groups ? first_side + i : i - side_groups;
-    const bool on_side = g >= first_side;
+    // The side stream's group goes first so that it starts with the others, not after them.
+    const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
+    const bool on_side = side && g == p.num_groups - 1;
     const QkvGroup& grp = p.groups[g];
     const int64_t n = int64_t(grp.heads) * kQkvHeadDim;
     GemmParams gp;
@@ -719,27 +659,6 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
       const bool merge = rope_merge_enabled();
       PendingRope pend[2];
       int pending = 0;
-      const int early_groups = early_fork_groups();
-      if (merge && early_groups > 0 && n == 2 && ps[0]->m > 0 && ps[1]->m > 0 && ps[1]->num_groups >= 2) {
-        // Early fork: the side stream starts with the text's Q GEMM and runs the table kernel and the
-        // vision tokens' last early_groups GEMMs; the table shares the text's y block.
-        const QkvParams* cps[2] = {ps[0], ps[1]};
-        EarlyFork early;
-        early.side_groups = early_groups;
-        early.ps = cps;
-        early.n = n;
-        early.table_bytes = rope_table_bytes_for(cps, n);
-        ForkJoin& ev = fork_join_events(xs[0].get_device());
-        C10_CUDA_CHECK(cudaEventRecord(ev.fork, stream));
-        at::Tensor keep;  // the text's y block, holding the table: alive until the pass is launched
-        if (launch_gemm_rope(op, *ps[0], xs[0], outs, &pend[pending], nullptr,
-                             static_cast<int64_t>(early.table_bytes), &early.table, &keep))
-          ++pending;
-        if (launch_gemm_rope(op, *ps[1], xs[1], outs, &pend[pending], &early)) ++pending;
-        ReadyTable ready{early.table, early.table_bytes, cps, n};
-        if (pending > 0) launch_rope_passes(op, pend, pending, outs, &ready);
-        return;
-      }
       for (int i = 0; i < n; ++i)
         if (ps[i]->m > 0 && launch_gemm_rope(op, *ps[i], xs[i], outs, merge ? &pend[pending] : nullptr)) ++pending;
       if (pending > 0) launch_rope_passes(op, pend, pending, outs);

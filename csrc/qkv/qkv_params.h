@@ -76,14 +76,8 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
 // table (optional, 16-byte aligned, at least qkv_rope_table_bytes(ps, n) bytes): first compute the
 // launches' position-mode cos/sin into it with one small kernel, which the pass then reads instead of
 // computing them per thread (qkv_rope_table_pays in qkv_config.h says when). Same bits either way.
-// table_ready: the tables are already in `table`, written by qkv_rope_table_sm90 with the same ps (on a
-// stream this one has since waited on); the pass only reads them.
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
-                               int n, void* table = nullptr, size_t table_bytes = 0, bool table_ready = false);
-// The table kernel alone, on `stream` (the RoPE pass's tables computed ahead of it, off the chain of
-// GEMMs: csrc/ops/qkv.cpp's early fork). Same placement and bits as qkv_rope_rows_sm90's own.
-cudaError_t qkv_rope_table_sm90(const QkvParams* const* ps, int n, void* table, size_t table_bytes,
-                                cudaStream_t stream);
+                               int n, void* table = nullptr, size_t table_bytes = 0);
 // Workspace bytes of those tables: m x 128 x 2 bf16 for each launch whose groups use one position mode
 // (kPos1D or kPos3D); 0 when no launch has one (007's table RoPE needs none).
 size_t qkv_rope_table_bytes(const QkvParams* const* ps, int n);

@@ -221,42 +221,8 @@ size_t qkv_rope_table_bytes(const QkvParams* const* ps, int n) {
   return bytes;
 }
 
-// Places each launch's table in `table` (cos [m, 128] then sin [m, 128], launch after launch; m x 512
-// bytes keeps each 16-byte aligned) and fills the table kernel's parameters; `blocks`: its grid's x
-// (0: no launch has a position mode). False for a misaligned or short workspace.
-static bool place_tables(const QkvParams* const* ps, int n, void* table, size_t table_bytes,
-                         qkv::RopeTableLaunches& tl, unsigned& blocks) {
-  blocks = 0;
-  if (reinterpret_cast<uintptr_t>(table) % 16 != 0 || table_bytes < qkv_rope_table_bytes(ps, n)) return false;
-  auto* at = static_cast<__nv_bfloat16*>(table);
-  for (int i = 0; i < n; ++i) {
-    const size_t bytes = rope_table_bytes_of(*ps[i]);
-    if (bytes == 0) continue;
-    tl.launch[i].rope = ps[i]->rope;
-    tl.launch[i].mode = rope_table_mode(*ps[i]);
-    tl.launch[i].m = ps[i]->m;
-    tl.launch[i].seq = ps[i]->seq;
-    tl.launch[i].tab = at;
-    at += bytes / sizeof(__nv_bfloat16);
-    constexpr int kRows = qkv::kRopeTableThreads / kQkvHeadDim;
-    blocks = std::max(blocks, static_cast<unsigned>((ps[i]->m + kRows - 1) / kRows));
-  }
-  return true;
-}
-
-cudaError_t qkv_rope_table_sm90(const QkvParams* const* ps, int n, void* table, size_t table_bytes,
-                                cudaStream_t stream) {
-  if (n < 1 || n > qkv::kRopeRowsMaxLaunches || table == nullptr) return cudaErrorNotSupported;
-  qkv::RopeTableLaunches tl{};
-  unsigned blocks = 0;
-  if (!place_tables(ps, n, table, table_bytes, tl, blocks)) return cudaErrorInvalidValue;
-  if (blocks == 0) return cudaSuccess;
-  return launch_pdl(&qkv::rope_table_kernel, dim3(blocks, static_cast<unsigned>(n)), dim3(qkv::kRopeTableThreads), 0,
-                    stream, 0, tl);
-}
-
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
-                               int n, void* table, size_t table_bytes, bool table_ready) {
+                               int n, void* table, size_t table_bytes) {
   if (n < 1 || n > qkv::kRopeRowsMaxLaunches) return cudaErrorNotSupported;
   qkv::RopeRowsLaunches rl{};  // launches past n stay zero: no block reads them
   dim3 grid(1, 1, static_cast<unsigned>(n));
@@ -268,14 +234,28 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* co
     grid.y = std::max(grid.y, rl.blocks_y[i]);
     for (int g = 0; g < ps[i]->num_groups; ++g) modes |= 1 << int(ps[i]->groups[g].rope);
   }
-  // The cos/sin tables (qkv_rope_table_pays): computed here first by one kernel for every launch that
-  // has one, or already by qkv_rope_table_sm90 (table_ready) with the same placement.
+  // The cos/sin tables first (qkv_rope_table_pays): one kernel for every launch that has one, in the
+  // caller's workspace (16-byte aligned; m x 512 bytes per launch keeps each table aligned).
   if (table != nullptr) {
+    if (reinterpret_cast<uintptr_t>(table) % 16 != 0 || table_bytes < qkv_rope_table_bytes(ps, n))
+      return cudaErrorInvalidValue;
     qkv::RopeTableLaunches tl{};
+    auto* at = static_cast<__nv_bfloat16*>(table);
     unsigned blocks = 0;
-    if (!place_tables(ps, n, table, table_bytes, tl, blocks)) return cudaErrorInvalidValue;
-    for (int i = 0; i < n; ++i) rl.launch[i].tab = tl.launch[i].tab;
-    if (blocks > 0 && !table_ready) {
+    for (int i = 0; i < n; ++i) {
+      const size_t bytes = rope_table_bytes_of(*ps[i]);
+      if (bytes == 0) continue;
+      tl.launch[i].rope = ps[i]->rope;
+      tl.launch[i].mode = rope_table_mode(*ps[i]);
+      tl.launch[i].m = ps[i]->m;
+      tl.launch[i].seq = ps[i]->seq;
+      tl.launch[i].tab = at;
+      rl.launch[i].tab = at;
+      at += bytes / sizeof(__nv_bfloat16);
+      constexpr int kRows = qkv::kRopeTableThreads / kQkvHeadDim;
+      blocks = std::max(blocks, static_cast<unsigned>((ps[i]->m + kRows - 1) / kRows));
+    }
+    if (blocks > 0) {
       const cudaError_t err = launch_pdl(&qkv::rope_table_kernel, dim3(blocks, static_cast<unsigned>(n)),
                                          dim3(qkv::kRopeTableThreads), 0, ps[0]->stream, 0, tl);
       if (err != cudaSuccess) return err;
