@@ -345,23 +345,6 @@ def test_cross_rope_table_is_bitwise_neutral(tmp_path, rng_seed):
 
 
 @requires_sm90
-@pytest.mark.parametrize("value", ["auto", "m256k4", "m256k2"])
-def test_cross_vision_fused_knob(tmp_path, rng_seed, value):
-    """VLATTN_QKV_VISION_FUSED runs the all-GEMMs plan's vision launch (K, V) on the fused kernel: q keeps
-    its bits (the same GEMM and pass), k and v agree with the default path's up to the accumulation
-    order (one bf16 rounding apart on few elements)."""
-    off = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "off.pt", {"VLATTN_QKV_VISION_FUSED": "0"}, rng_seed)
-    on = outputs_in_subprocess(_ROPE_MERGE_SCRIPT, tmp_path / "on.pt", {"VLATTN_QKV_VISION_FUSED": value}, rng_seed)
-    assert len(on) == len(off) == 9
-    for i, (a, b) in enumerate(zip(on, off)):
-        assert torch.isfinite(a.float()).all(), f"output {i} not finite"
-        if i % 3 == 0:
-            assert_bitwise(a, b, f"q (call {i // 3}) with VLATTN_QKV_VISION_FUSED={value}")
-        else:
-            assert rel_fro(a, b) < 4e-3, f"{'qkv'[i % 3]} (call {i // 3}): rel_fro {rel_fro(a, b):.2e}"
-
-
-@requires_sm90
 @pytest.mark.parametrize("config", ["grouped", "grouped128"])
 def test_grouped_bias_rules(config):
     """The grouped GEMM reads every projection's bias through one array of 16-byte aligned pointers:

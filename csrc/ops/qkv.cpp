@@ -614,17 +614,6 @@ int64_t grouped_min_rows() {
   return rows;
 }
 
-// The all-GEMMs plan with the vision tokens' launch (034's K and V) on the fused kernel instead of the
-// CUTLASS GEMMs and the shared RoPE pass: VLATTN_QKV_VISION_FUSED (read once) = a fused config name
-// ("auto", "m256k4", ...); unset, "" or "0": off. An A/B knob (bench/NOTES.md eighteenth session).
-const std::string& vision_fused_config() {
-  static const std::string config = [] {
-    const char* env = std::getenv("VLATTN_QKV_VISION_FUSED");
-    return env == nullptr || std::string(env) == "0" ? std::string() : std::string(env);
-  }();
-  return config;
-}
-
 // qkv_op_plan for these launches, restricted to what the biases allow: the grouped GEMM needs them
 // all given or all None, both two-pass paths 16-byte aligned starts.
 QkvPlan plan_for(QkvParams* const* ps, int n) {
@@ -670,15 +659,8 @@ void launch_all(const char* op, QkvParams* const* ps, const at::Tensor* xs, int 
       const bool merge = rope_merge_enabled();
       PendingRope pend[2];
       int pending = 0;
-      const std::string& vision = vision_fused_config();
-      for (int i = 0; i < n; ++i) {
-        if (ps[i]->m == 0) continue;
-        if (i == 1 && !vision.empty()) {  // the vision tokens' K and V on the fused kernel (A/B)
-          launch(op, *ps[i], xs[i], vision, outs);
-          continue;
-        }
-        if (launch_gemm_rope(op, *ps[i], xs[i], outs, merge ? &pend[pending] : nullptr)) ++pending;
-      }
+      for (int i = 0; i < n; ++i)
+        if (ps[i]->m > 0 && launch_gemm_rope(op, *ps[i], xs[i], outs, merge ? &pend[pending] : nullptr)) ++pending;
       if (pending > 0) launch_rope_passes(op, pend, pending, outs);
       return;
     }
