@@ -311,12 +311,13 @@ def test_skip_on_off_bitwise_identical(mask_kind, causal, broadcast):
 
 @requires_sm90
 @pytest.mark.parametrize("mask_kind", ["causal_min", "blocky", "blocky_dead_row", "query_padding"])
-@pytest.mark.parametrize("seqlen,width", [(1024, 1024), (1000, 1032), (4096, 4096)])
+@pytest.mark.parametrize("seqlen,width", [(1024, 1024), (1000, 1032), (4096, 4096), (4224, 4224)])
 def test_skip_on_off_summary_paths(mask_kind, seqlen, width):
     """The pre-pass's 16-byte load path (row stride a multiple of 8), its element path on the Sk tail
     (Sk 1000 inside a 1032-wide mask) and several key-tile chunks per q-block (S 4096: the attention
-    kernel ORs the chunks' live-row sets): skip on and off agree bitwise."""
-    batch = 1 if seqlen == 4096 else 2
+    kernel ORs the chunks' live-row sets; S 4224: 33 key tiles, one more than the attention kernel's
+    bit-set walk holds): skip on and off agree bitwise."""
+    batch = 1 if seqlen >= 4096 else 2
     q, k, v = qkv(batch, 4, 1, seqlen, seqlen)
     mask = make_mask(mask_kind, batch, seqlen, seqlen, width=width)
     on = attention(q, k, v, mask, skip=True)
@@ -457,6 +458,42 @@ def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
     assert len(results[0]) == len(results[1]) == 8
     for i, (a, b) in enumerate(zip(*results)):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: persistent and per-unit grids differ"
+
+
+_WALK_SCRIPT = _SCRIPT_PRELUDE + r"""
+def blocky(b, sq, width):
+    # 128 x 128 tiles each zero, random or dead (bf16 min / -inf): every tile kind in one row of the summary.
+    m = torch.empty(b, 1, sq, width, dtype=torch.float32, device="cuda")
+    for i0 in range(0, sq, 128):
+        for j0 in range(0, width, 128):
+            c = torch.randint(0, 3, ()).item() if j0 > 0 else 1
+            t = m[:, :, i0:i0 + 128, j0:j0 + 128]
+            t.zero_() if c == 0 else (t.normal_().mul_(4) if c == 1 else t.fill_(BF16_MIN))
+    return m.to(torch.bfloat16)
+run(2, 28, 4, 256, 256, causal_min(2, 256, 256))                 # the 007 mask: trailing DEAD tiles
+run(1, 8, 2, 1024, 1024, causal_min(1, 1024, 1024))
+run(1, 8, 2, 1024, 1024, blocky(1, 1024, 1024))                  # DEAD / ZERO / MIXED in any order
+run(1, 4, 1, 4096, 4096, causal_min(1, 4096, 4096))              # 32 tiles: the longest bit-set row
+run(1, 4, 1, 4224, 4224, causal_min(1, 4224, 4224))              # 33 tiles: per-step reads in both runs
+run(1, 8, 2, 700, 4224, blocky(1, 700, 4224))
+run(2, 28, 4, 541, 541, causal_min(2, 541, 541))                 # unaligned rows: global mask path
+run(1, 8, 2, 1024, 1024, blocky(1, 1024, 1024), causal=True)
+torch.save(outs, sys.argv[1])
+"""
+
+
+@requires_sm90
+@pytest.mark.parametrize("persistent", ["0", "2"])
+def test_walk_bits_match_step_reads(tmp_path, rng_seed, persistent):
+    """VLATTN_ATTN_WALK=1 (default) reads a unit's tile kinds once into bit sets (rows of up to 32 key
+    tiles); =0 reads one kind per tile step. The same tiles are visited in the same order, so the outputs
+    must agree bitwise, on the per-unit and the persistent grids."""
+    results = [outputs_in_subprocess(_WALK_SCRIPT, tmp_path / f"out_{walk}.pt",
+                                     {"VLATTN_ATTN_WALK": walk, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
+               for walk in ("0", "1")]
+    assert len(results[0]) == len(results[1]) == 8
+    for i, (a, b) in enumerate(zip(*results)):
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: bit-set walk and per-step reads differ"
 
 
 _PACK_SCRIPT = _SCRIPT_PRELUDE + r"""

@@ -243,6 +243,9 @@ template <int kBN>
 using TmaV = decltype(make_tma_v<kBN>(nullptr, 1, 1, 1));
 
 // The launch's arguments apart from the K and V tensor maps (whose box is the key-tile width).
+// Longest tile row that TileWalker reads into bit sets (below).
+constexpr int kWalkBits = 32;
+
 struct KernelArgs {
   TmaQ tma_q;
   Element* o;
@@ -272,6 +275,9 @@ struct KernelArgs {
   int pack_rows;          // 0: one query head per tile, 128 positions
   uint32_t q_tile_bytes;  // transaction bytes of one Q tile load
   CUtensorMap tma_q_packed;  // q viewed as (d, s, g, Hkv, B), box (64, pack_rows, G, 1, 1), 128B swizzle
+  // TileWalker reads rows of at most this many tiles into bit sets (0..kWalkBits; VLATTN_ATTN_WALK=0
+  // sets 0: a kind read per step, as before 2026-12-01).
+  int walk_max_tiles = kWalkBits;
 };
 
 template <int kBN>
@@ -311,10 +317,23 @@ CUTLASS_DEVICE int unit_key_tiles(const KernelArgs& kp, int m_block) {
 
 // Walks the key tiles of one work unit in order, leaving out those that are skipped exactly. Producer and
 // consumers each run one; they read the same summary and so see the same sequence.
+//
+// Units of at most kWalkBits key tiles (every 007 shape: S <= 4096) read their row of tile kinds once,
+// with independent loads, into two bit sets: visiting the next tile is then a bit scan. Reading a kind
+// per step made every role (the TMA thread, the mask copiers, the consumers) walk the trailing DEAD
+// tiles of a causal-like mask with one dependent L2 load each before its unit could end (H200
+// 2026-12-01, bench/probe_causal_kind.py: the benchmark mask took 11-85 us longer than the same mask
+// with causal=True, whose trip count leaves those tiles out). Longer rows keep the per-step reads.
+// kBits = false: the per-step reads only (the 176-key kernels, which never run with a mask: their code
+// stays as it was, and ptxas's register allocation of the persistent one with it).
+template <bool kBits>
 struct TileWalker {
   const uint8_t* kinds = nullptr;  // this (b, m) row of the summary, or nullptr
   bool skip_dead = false;
+  bool bits = false;       // visit / zero below hold the row (kinds != nullptr and n_tiles <= kWalkBits)
   int n_tiles = 0;
+  uint32_t visit = 0;      // bit n: tile n is visited
+  uint32_t zero = 0;       // bit n: tile n is ZERO (its mask is all zero: no mask loads)
 
   CUTLASS_DEVICE TileWalker(const KernelArgs& kp, int batch, int m_block, int n_tiles_) : n_tiles(n_tiles_) {
     if (kp.tile_kinds == nullptr) return;
@@ -339,10 +358,32 @@ struct TileWalker {
       all_live &= (lw[w] & want) == want;
     }
     skip_dead = all_live;
+    if constexpr (kBits) {
+      if (n_tiles > kp.walk_max_tiles) return;
+      bits = true;
+#pragma unroll 4
+      for (int n = 0; n < n_tiles; ++n) {
+        const int k = __ldg(kinds + n);
+        visit |= uint32_t(!skip_dead || k != kTileDead) << n;
+        zero |= uint32_t(k == kTileZero) << n;
+      }
+    }
   }
   CUTLASS_DEVICE int kind(int n) const { return kinds == nullptr ? int(kTileMixed) : int(__ldg(kinds + n)); }
-  // First tile >= n that is visited.
+  // Whether visited tile n is ZERO: the mask copiers leave it out and the consumers apply no mask values.
+  CUTLASS_DEVICE bool zero_tile(int n) const {
+    if constexpr (kBits)
+      if (bits) return ((zero >> n) & 1u) != 0;
+    return kind(n) == kTileZero;
+  }
+  // First tile >= n that is visited (n_tiles when none is left).
   CUTLASS_DEVICE int next(int n) const {
+    if constexpr (kBits) {
+      if (bits) {
+        const uint32_t rest = n < kWalkBits ? visit >> n : 0u;
+        return rest != 0u ? n + __ffs(int(rest)) - 1 : n_tiles;
+      }
+    }
     if (skip_dead)
       while (n < n_tiles && kind(n) == kTileDead) ++n;
     return n;
@@ -618,7 +659,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         // goes out before its Q: those ring stages are free once the previous unit's last GEMMs read
         // them, while the Q tile is free only once the previous unit's epilogue has read its O staging
         // (q_empty), so that K/V load overlaps the epilogue.
-        const TileWalker walk(kp, w.batch, w.m_block, n_tiles);
+        const TileWalker<!kPlain> walk(kp, w.batch, w.m_block, n_tiles);
         bool q_issued = it == 0;
         auto load_q = [&]() {
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kp.q_tile_bytes);
@@ -664,7 +705,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         const WorkUnit wu = work_unit(u, unit_heads(kp), m_blocks);
         const int n_tiles = unit_key_tiles<kBN>(kp, wu.m_block);
         // The walker first: its live-row reads need registers that the copy loop's state would take.
-        const TileWalker walk(kp, wu.batch, wu.m_block, n_tiles);
+        const TileWalker<true> walk(kp, wu.batch, wu.m_block, n_tiles);
         const int row0 = wu.m_block * C::kBlockM;
         const int rows_valid = min(int(C::kBlockM), kp.seqlen_q - row0);
         // Row 0 of this q-block (a pointer past the mask for padding rows is never dereferenced).
@@ -672,7 +713,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             kp.mask + int64_t(wu.batch) * kp.mask_batch_stride + int64_t(row0) * kp.mask_row_stride;
 #pragma unroll 1
         for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
-          if (walk.kind(n) == kTileZero) continue;
+          if (walk.zero_tile(n)) continue;
           // The ring's barriers by their shared addresses (not through pipe_m's 64-bit generic
           // pointers: this loop runs in kProducerRegsMaskSmem registers).
           cutlass::arch::ClusterBarrier::wait(reinterpret_cast<uint64_t const*>(&ss.pipe_m.empty_barrier_[st.index()]),
@@ -833,7 +874,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     clear(tOrO);
 
     // The walker's summary loads overlap the Q load's latency.
-    const TileWalker walk(kp, batch, m_block, n_tiles);
+    const TileWalker<!kPlain> walk(kp, batch, m_block, n_tiles);
 
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, it & 1);
 
@@ -877,7 +918,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         return;                                                                                                   \
       }                                                                                                           \
       if (masked) {                                                                                               \
-        const bool load_mask = walk.kind(n) != kTileZero;                                                         \
+        const bool load_mask = !walk.zero_tile(n);                                                                \
         if constexpr (kMaskSmem) {                                                                                \
           if (load_mask && kp.mask != nullptr) {                                                                  \
             pipe_m.consumer_wait(st_m);                                                                           \
@@ -1218,6 +1259,10 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // 39.8 -> 26.3). VLATTN_ATTN_MASK_SMEM (read once): 0 = never stage, 2 = stage unaligned masks too
   // (shifted layout; diagnosis and tests). Every choice gives the same bits.
   static const int mask_smem = static_cast<int>(env_int("VLATTN_ATTN_MASK_SMEM", 1));
+  // VLATTN_ATTN_WALK (read once): 1 (default) = the summary's tile kinds of a unit read once into bit
+  // sets (rows up to kWalkBits tiles), 0 = one kind read per tile step. Same tiles, same bits.
+  static const bool walk_bits = env_flag("VLATTN_ATTN_WALK", true);
+  kp.walk_max_tiles = walk_bits ? kWalkBits : 0;
   kp.mask_vec16 = mask_vec16(p);
   bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
 
