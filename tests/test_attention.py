@@ -483,17 +483,20 @@ torch.save(outs, sys.argv[1])
 
 
 @requires_sm90
+@pytest.mark.parametrize("switch", ["VLATTN_ATTN_WALK", "VLATTN_ATTN_LEAN_ZERO"])
 @pytest.mark.parametrize("persistent", ["0", "2"])
-def test_walk_bits_match_step_reads(tmp_path, rng_seed, persistent):
-    """VLATTN_ATTN_WALK=1 (default) reads a unit's tile kinds once into bit sets (rows of up to 32 key
-    tiles); =0 reads one kind per tile step. The same tiles are visited in the same order, so the outputs
-    must agree bitwise, on the per-unit and the persistent grids."""
-    results = [outputs_in_subprocess(_WALK_SCRIPT, tmp_path / f"out_{walk}.pt",
-                                     {"VLATTN_ATTN_WALK": walk, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
-               for walk in ("0", "1")]
+def test_walk_and_lean_zero_switches_bitwise(tmp_path, rng_seed, switch, persistent):
+    """Two exact shortcuts of the masked kernels, each against its switch turned off (0):
+    VLATTN_ATTN_WALK=1 reads a unit's tile kinds once into bit sets (rows of up to 32 key tiles; 0 reads
+    one kind per tile step: the same tiles in the same order); VLATTN_ATTN_LEAN_ZERO=1 runs ZERO tiles
+    inside the keys and below the causal diagonal without per-key checks (0 runs the checks, which
+    cannot fire there). The outputs must agree bitwise, on the per-unit and the persistent grids."""
+    results = [outputs_in_subprocess(_WALK_SCRIPT, tmp_path / f"out_{value}.pt",
+                                     {switch: value, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
+               for value in ("0", "1")]
     assert len(results[0]) == len(results[1]) == 8
     for i, (a, b) in enumerate(zip(*results)):
-        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: bit-set walk and per-step reads differ"
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: {switch}=1 and =0 differ"
 
 
 _PACK_SCRIPT = _SCRIPT_PRELUDE + r"""

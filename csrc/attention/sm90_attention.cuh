@@ -278,6 +278,9 @@ struct KernelArgs {
   // TileWalker reads rows of at most this many tiles into bit sets (0..kWalkBits; VLATTN_ATTN_WALK=0
   // sets 0: a kind read per step, as before 2026-12-01).
   int walk_max_tiles = kWalkBits;
+  // Masked-path tiles with no mask values to add (ZERO tiles) and no key to drop take the softmax
+  // without per-key checks (VLATTN_ATTN_LEAN_ZERO=0: every masked-path tile checks its keys).
+  bool lean_zero = true;
 };
 
 template <int kBN>
@@ -480,7 +483,9 @@ struct MaskSmemThread {
 
 // col0: this thread's first key column in a tile; its columns are col0 + 8j + c (the wgmma C layout).
 // kMaybeCausal: false compiles the causal test out (the 176-key kernels never run causal).
-template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, class FragS>
+// kKeyChecks = false: a tile whose keys are all < Sk and all visible under the causal flag (no per-key
+// checks; with load_mask false the same arithmetic as with them, so the same bits).
+template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true, class FragS>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
                                  int col0, int key0, const KernelArgs& kp,
                                  const uint16_t* const (&mask_row)[2], bool load_mask,
@@ -512,7 +517,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
             x = __fmul_rn(s(i), kp.scale);
             if (load_mask) x = __fadd_rn(x, __uint_as_float(c == 0 ? pair << 16 : pair & 0xffff0000u));
           }
-          if (key >= kp.seqlen_k || (kMaybeCausal && kp.causal && key > row[r])) x = kNegInf;
+          if (kKeyChecks && (key >= kp.seqlen_k || (kMaybeCausal && kp.causal && key > row[r]))) x = kNegInf;
           s(i) = x;
           mx = fmaxf(mx, x);
         }
@@ -902,8 +907,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     float rescale[2];
     // The softmax step of key tile n. ptxas left it as a call in the persistent staged-mask kernels (a
     // 672-byte stack frame: the accumulators in local memory, 4-10x slower per tile on the H200,
-    // 2026-11-30; --warn-on-spills does not report it), and forcing it inline everywhere makes the
-    // per-unit staged-mask kernel spill 100 B: so it is forced inline only where the heuristic fails.
+    // 2026-11-30; --warn-on-spills does not report it), and forcing it inline everywhere made the
+    // per-unit staged-mask kernel spill 100 B then: so it is forced inline only where the heuristic
+    // fails. With the ZERO tiles' path without key checks (2026-12-01) it failed in the per-unit
+    // staged-mask kernel too (a 560-byte frame); forced inline there, ptxas spills 16 B.
 #define VLATTN_SOFTMAX_STEP(INLINE) \
     [&](int n) INLINE { \
       const int key0 = n * kBN;                                                                                   \
@@ -933,13 +940,20 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             return;                                                                                               \
           }                                                                                                       \
         }                                                                                                         \
+        /* No mask values to add (a ZERO tile, or no mask: scale <= 0) on a tile inside the keys and below   \
+           the causal diagonal: the same arithmetic without the per-key checks, which cannot fire there. */   \
+        if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail && n == n_tiles - 1) &&     \
+            !(kp.causal && key0 + kBN - 1 > first_row)) {                                                         \
+          softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false); \
+          return;                                                                                                 \
+        }                                                                                                         \
         /* kMaskSmem kernels run only with a mask: here the tile is ZERO (no mask loads compiled in). */       \
         softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, kMaskSmem ? false : load_mask);     \
       } else                                                                                                      \
         softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);                            \
     }
     auto softmax = [&] {
-      if constexpr (kPersistent && kMaskSmem) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
+      if constexpr (kMaskSmem) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
       else return VLATTN_SOFTMAX_STEP();
     }();
 #undef VLATTN_SOFTMAX_STEP
@@ -1263,6 +1277,10 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // sets (rows up to kWalkBits tiles), 0 = one kind read per tile step. Same tiles, same bits.
   static const bool walk_bits = env_flag("VLATTN_ATTN_WALK", true);
   kp.walk_max_tiles = walk_bits ? kWalkBits : 0;
+  // VLATTN_ATTN_LEAN_ZERO (read once): 1 (default) = ZERO tiles inside the keys and below the causal
+  // diagonal skip the per-key checks, 0 = they run them (they cannot fire there). Same bits.
+  static const bool lean_zero = env_flag("VLATTN_ATTN_LEAN_ZERO", true);
+  kp.lean_zero = lean_zero;
   kp.mask_vec16 = mask_vec16(p);
   bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
 
