@@ -314,9 +314,8 @@ def test_skip_on_off_bitwise_identical(mask_kind, causal, broadcast):
 @pytest.mark.parametrize("seqlen,width", [(1024, 1024), (1000, 1032), (4096, 4096), (4224, 4224)])
 def test_skip_on_off_summary_paths(mask_kind, seqlen, width):
     """The pre-pass's 16-byte load path (row stride a multiple of 8), its element path on the Sk tail
-    (Sk 1000 inside a 1032-wide mask) and several key-tile chunks per q-block (S 4096: the attention
-    kernel ORs the chunks' live-row sets; S 4224: 33 key tiles, one more than the attention kernel's
-    bit-set walk holds): skip on and off agree bitwise."""
+    (Sk 1000 inside a 1032-wide mask) and several key-tile chunks per q-block (S 4096 and 4224: the
+    attention kernel ORs the chunks' live-row sets): skip on and off agree bitwise."""
     batch = 1 if seqlen >= 4096 else 2
     q, k, v = qkv(batch, 4, 1, seqlen, seqlen)
     mask = make_mask(mask_kind, batch, seqlen, seqlen, width=width)
@@ -460,9 +459,9 @@ def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
         assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: persistent and per-unit grids differ"
 
 
-_WALK_SCRIPT = _SCRIPT_PRELUDE + r"""
+_LEAN_SCRIPT = _SCRIPT_PRELUDE + r"""
 def blocky(b, sq, width):
-    # 128 x 128 tiles each zero, random or dead (bf16 min / -inf): every tile kind in one row of the summary.
+    # 128 x 128 tiles each zero, random or dead (bf16 min): every tile kind in one row of the summary.
     m = torch.empty(b, 1, sq, width, dtype=torch.float32, device="cuda")
     for i0 in range(0, sq, 128):
         for j0 in range(0, width, 128):
@@ -470,33 +469,31 @@ def blocky(b, sq, width):
             t = m[:, :, i0:i0 + 128, j0:j0 + 128]
             t.zero_() if c == 0 else (t.normal_().mul_(4) if c == 1 else t.fill_(BF16_MIN))
     return m.to(torch.bfloat16)
-run(2, 28, 4, 256, 256, causal_min(2, 256, 256))                 # the 007 mask: trailing DEAD tiles
-run(1, 8, 2, 1024, 1024, causal_min(1, 1024, 1024))
+run(2, 28, 4, 256, 256, causal_min(2, 256, 256))                 # the 007 mask, two key tiles
+run(1, 8, 2, 1024, 1024, causal_min(1, 1024, 1024))              # ZERO tiles below the diagonal
 run(1, 8, 2, 1024, 1024, blocky(1, 1024, 1024))                  # DEAD / ZERO / MIXED in any order
-run(1, 4, 1, 4096, 4096, causal_min(1, 4096, 4096))              # 32 tiles: the longest bit-set row
-run(1, 4, 1, 4224, 4224, causal_min(1, 4224, 4224))              # 33 tiles: per-step reads in both runs
-run(1, 8, 2, 700, 4224, blocky(1, 700, 4224))
+run(1, 8, 2, 700, 1000, blocky(1, 700, 1000))                    # Sk tail: its ZERO tile keeps the checks
+run(1, 8, 2, 1024, 1024, torch.zeros(1, 1, 1024, 1024, dtype=torch.bfloat16, device="cuda"), causal=True)
 run(2, 28, 4, 541, 541, causal_min(2, 541, 541))                 # unaligned rows: global mask path
 run(1, 8, 2, 1024, 1024, blocky(1, 1024, 1024), causal=True)
+run(1, 8, 2, 600, 600, blocky(1, 600, 600), skip=False)          # no pre-pass: every tile MIXED
 torch.save(outs, sys.argv[1])
 """
 
 
 @requires_sm90
-@pytest.mark.parametrize("switch", ["VLATTN_ATTN_WALK", "VLATTN_ATTN_LEAN_ZERO"])
 @pytest.mark.parametrize("persistent", ["0", "2"])
-def test_walk_and_lean_zero_switches_bitwise(tmp_path, rng_seed, switch, persistent):
-    """Two exact shortcuts of the masked kernels, each against its switch turned off (0):
-    VLATTN_ATTN_WALK=1 reads a unit's tile kinds once into bit sets (rows of up to 32 key tiles; 0 reads
-    one kind per tile step: the same tiles in the same order); VLATTN_ATTN_LEAN_ZERO=1 runs ZERO tiles
-    inside the keys and below the causal diagonal without per-key checks (0 runs the checks, which
-    cannot fire there). The outputs must agree bitwise, on the per-unit and the persistent grids."""
-    results = [outputs_in_subprocess(_WALK_SCRIPT, tmp_path / f"out_{value}.pt",
-                                     {switch: value, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
-               for value in ("0", "1")]
+def test_lean_zero_switch_bitwise(tmp_path, rng_seed, persistent):
+    """VLATTN_ATTN_LEAN_ZERO=2 runs ZERO tiles inside the keys and below the causal diagonal without the
+    per-key checks in every masked kernel (the per-unit staged-mask kernel's kLean build at any length);
+    =0 runs the checks everywhere, which cannot fire on those tiles. The outputs must agree bitwise, on
+    the per-unit and the persistent grids (subprocesses: the switches are read once per process)."""
+    results = [outputs_in_subprocess(_LEAN_SCRIPT, tmp_path / f"out_{lean}.pt",
+                                     {"VLATTN_ATTN_LEAN_ZERO": lean, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
+               for lean in ("0", "2")]
     assert len(results[0]) == len(results[1]) == 8
     for i, (a, b) in enumerate(zip(*results)):
-        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: {switch}=1 and =0 differ"
+        assert torch.isfinite(a).all() and torch.equal(a, b), f"case {i}: LEAN_ZERO=2 and =0 differ"
 
 
 _PACK_SCRIPT = _SCRIPT_PRELUDE + r"""

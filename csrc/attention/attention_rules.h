@@ -68,6 +68,15 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
   return p.mask == nullptr ? units > sms : units >= 8 * sms;
 }
 
+// Whether the per-unit staged-mask kernel runs its kLean build (ZERO tiles inside the keys and below the
+// causal diagonal skip the per-key checks; same bits). That build needs the softmax step forced inline,
+// which costs short units. Measured on the H200 (2026-12-01, bench/NOTES.md nineteenth session, 007's
+// mask, attention alone, cold L2): the kLean kernels took B4 S1024 137 -> ~128 us, B8 S512 97 -> ~94,
+// B1 S4096's layer 762 -> 657 us (graph 758 -> 649), while the forced-inline build read B4 S256 27.0 ->
+// 30.8 and B1 S256 15.9 -> 17.0 (two key tiles). So: from four key tiles.
+constexpr int kLeanStagedMinTiles = 4;
+inline bool lean_staged_pays(const AttentionParams& p) { return ceil_div(p.seqlen_k, kBlockN) >= kLeanStagedMinTiles; }
+
 // Keys per pipeline step. 176 is allowed only without a mask and without the causal flag (mask tiles,
 // their summary and the causal diagonal are 128 wide). mode (VLATTN_ATTN_BN): 0 = the rule, 128 or
 // 176 = that width wherever it is allowed. The rule is what the H200 measured (2026-12-01, same-call

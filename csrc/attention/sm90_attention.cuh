@@ -243,9 +243,6 @@ template <int kBN>
 using TmaV = decltype(make_tma_v<kBN>(nullptr, 1, 1, 1));
 
 // The launch's arguments apart from the K and V tensor maps (whose box is the key-tile width).
-// Longest tile row that TileWalker reads into bit sets (below).
-constexpr int kWalkBits = 32;
-
 struct KernelArgs {
   TmaQ tma_q;
   Element* o;
@@ -275,11 +272,8 @@ struct KernelArgs {
   int pack_rows;          // 0: one query head per tile, 128 positions
   uint32_t q_tile_bytes;  // transaction bytes of one Q tile load
   CUtensorMap tma_q_packed;  // q viewed as (d, s, g, Hkv, B), box (64, pack_rows, G, 1, 1), 128B swizzle
-  // TileWalker reads rows of at most this many tiles into bit sets (0..kWalkBits; VLATTN_ATTN_WALK=0
-  // sets 0: a kind read per step, as before 2026-12-01).
-  int walk_max_tiles = kWalkBits;
-  // Masked-path tiles with no mask values to add (ZERO tiles) and no key to drop take the softmax
-  // without per-key checks (VLATTN_ATTN_LEAN_ZERO=0: every masked-path tile checks its keys).
+  // Kernels built with kLean: masked-path tiles with no mask values to add (ZERO tiles) and no key to
+  // drop take the softmax without per-key checks (VLATTN_ATTN_LEAN_ZERO=0 clears it).
   bool lean_zero = true;
 };
 
@@ -320,23 +314,10 @@ CUTLASS_DEVICE int unit_key_tiles(const KernelArgs& kp, int m_block) {
 
 // Walks the key tiles of one work unit in order, leaving out those that are skipped exactly. Producer and
 // consumers each run one; they read the same summary and so see the same sequence.
-//
-// Units of at most kWalkBits key tiles (every 007 shape: S <= 4096) read their row of tile kinds once,
-// with independent loads, into two bit sets: visiting the next tile is then a bit scan. Reading a kind
-// per step made every role (the TMA thread, the mask copiers, the consumers) walk the trailing DEAD
-// tiles of a causal-like mask with one dependent L2 load each before its unit could end (H200
-// 2026-12-01, bench/probe_causal_kind.py: the benchmark mask took 11-85 us longer than the same mask
-// with causal=True, whose trip count leaves those tiles out). Longer rows keep the per-step reads.
-// kBits = false: the per-step reads only (the 176-key kernels, which never run with a mask: their code
-// stays as it was, and ptxas's register allocation of the persistent one with it).
-template <bool kBits>
 struct TileWalker {
   const uint8_t* kinds = nullptr;  // this (b, m) row of the summary, or nullptr
   bool skip_dead = false;
-  bool bits = false;       // visit / zero below hold the row (kinds != nullptr and n_tiles <= kWalkBits)
   int n_tiles = 0;
-  uint32_t visit = 0;      // bit n: tile n is visited
-  uint32_t zero = 0;       // bit n: tile n is ZERO (its mask is all zero: no mask loads)
 
   CUTLASS_DEVICE TileWalker(const KernelArgs& kp, int batch, int m_block, int n_tiles_) : n_tiles(n_tiles_) {
     if (kp.tile_kinds == nullptr) return;
@@ -361,32 +342,10 @@ struct TileWalker {
       all_live &= (lw[w] & want) == want;
     }
     skip_dead = all_live;
-    if constexpr (kBits) {
-      if (n_tiles > kp.walk_max_tiles) return;
-      bits = true;
-#pragma unroll 4
-      for (int n = 0; n < n_tiles; ++n) {
-        const int k = __ldg(kinds + n);
-        visit |= uint32_t(!skip_dead || k != kTileDead) << n;
-        zero |= uint32_t(k == kTileZero) << n;
-      }
-    }
   }
   CUTLASS_DEVICE int kind(int n) const { return kinds == nullptr ? int(kTileMixed) : int(__ldg(kinds + n)); }
-  // Whether visited tile n is ZERO: the mask copiers leave it out and the consumers apply no mask values.
-  CUTLASS_DEVICE bool zero_tile(int n) const {
-    if constexpr (kBits)
-      if (bits) return ((zero >> n) & 1u) != 0;
-    return kind(n) == kTileZero;
-  }
-  // First tile >= n that is visited (n_tiles when none is left).
+  // First tile >= n that is visited.
   CUTLASS_DEVICE int next(int n) const {
-    if constexpr (kBits) {
-      if (bits) {
-        const uint32_t rest = n < kWalkBits ? visit >> n : 0u;
-        return rest != 0u ? n + __ffs(int(rest)) - 1 : n_tiles;
-      }
-    }
     if (skip_dead)
       while (n < n_tiles && kind(n) == kTileDead) ++n;
     return n;
@@ -584,7 +543,9 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
 // (straight-line code, as before the persistent variant existed).
 // kBN: keys per pipeline step (KeyTile): 176 only for launches without a mask and without the causal
 // flag (the launcher's rule), so the mask tile machinery (summary, staging) exists only at 128.
-template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent>
+// kLean: ZERO tiles inside the keys and below the causal diagonal skip the per-key checks (same bits;
+// attn_rules::lean_staged_pays says where the staged-mask kernel is built with it).
+template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent, bool kLean>
 __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams<kBN> const kp) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(kBN == 128 || !kMaskSmem, "mask tiles are staged by the 128-key kernels only");
@@ -664,7 +625,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         // goes out before its Q: those ring stages are free once the previous unit's last GEMMs read
         // them, while the Q tile is free only once the previous unit's epilogue has read its O staging
         // (q_empty), so that K/V load overlaps the epilogue.
-        const TileWalker<!kPlain> walk(kp, w.batch, w.m_block, n_tiles);
+        const TileWalker walk(kp, w.batch, w.m_block, n_tiles);
         bool q_issued = it == 0;
         auto load_q = [&]() {
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kp.q_tile_bytes);
@@ -710,7 +671,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         const WorkUnit wu = work_unit(u, unit_heads(kp), m_blocks);
         const int n_tiles = unit_key_tiles<kBN>(kp, wu.m_block);
         // The walker first: its live-row reads need registers that the copy loop's state would take.
-        const TileWalker<true> walk(kp, wu.batch, wu.m_block, n_tiles);
+        const TileWalker walk(kp, wu.batch, wu.m_block, n_tiles);
         const int row0 = wu.m_block * C::kBlockM;
         const int rows_valid = min(int(C::kBlockM), kp.seqlen_q - row0);
         // Row 0 of this q-block (a pointer past the mask for padding rows is never dereferenced).
@@ -718,7 +679,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             kp.mask + int64_t(wu.batch) * kp.mask_batch_stride + int64_t(row0) * kp.mask_row_stride;
 #pragma unroll 1
         for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
-          if (walk.zero_tile(n)) continue;
+          if (walk.kind(n) == kTileZero) continue;
           // The ring's barriers by their shared addresses (not through pipe_m's 64-bit generic
           // pointers: this loop runs in kProducerRegsMaskSmem registers).
           cutlass::arch::ClusterBarrier::wait(reinterpret_cast<uint64_t const*>(&ss.pipe_m.empty_barrier_[st.index()]),
@@ -879,7 +840,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     clear(tOrO);
 
     // The walker's summary loads overlap the Q load's latency.
-    const TileWalker<!kPlain> walk(kp, batch, m_block, n_tiles);
+    const TileWalker walk(kp, batch, m_block, n_tiles);
 
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, it & 1);
 
@@ -909,8 +870,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     // 672-byte stack frame: the accumulators in local memory, 4-10x slower per tile on the H200,
     // 2026-11-30; --warn-on-spills does not report it), and forcing it inline everywhere made the
     // per-unit staged-mask kernel spill 100 B then: so it is forced inline only where the heuristic
-    // fails. With the ZERO tiles' path without key checks (2026-12-01) it failed in the per-unit
-    // staged-mask kernel too (a 560-byte frame); forced inline there, ptxas spills 16 B.
+    // fails. It fails in the per-unit staged-mask kernel built with kLean too (a 560-byte frame, 2026-12-01);
+    // forced inline there, ptxas spills 16 B, and the S 256 shapes ran ~10% slower than without kLean
+    // (bench/NOTES.md nineteenth session): hence the two builds of that kernel.
 #define VLATTN_SOFTMAX_STEP(INLINE) \
     [&](int n) INLINE { \
       const int key0 = n * kBN;                                                                                   \
@@ -925,7 +887,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         return;                                                                                                   \
       }                                                                                                           \
       if (masked) {                                                                                               \
-        const bool load_mask = !walk.zero_tile(n);                                                                \
+        const bool load_mask = walk.kind(n) != kTileZero;                                                         \
         if constexpr (kMaskSmem) {                                                                                \
           if (load_mask && kp.mask != nullptr) {                                                                  \
             pipe_m.consumer_wait(st_m);                                                                           \
@@ -942,10 +904,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         }                                                                                                         \
         /* No mask values to add (a ZERO tile, or no mask: scale <= 0) on a tile inside the keys and below   \
            the causal diagonal: the same arithmetic without the per-key checks, which cannot fire there. */   \
-        if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail && n == n_tiles - 1) &&     \
-            !(kp.causal && key0 + kBN - 1 > first_row)) {                                                         \
-          softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false); \
-          return;                                                                                                 \
+        if constexpr (kLean) {                                                                                    \
+          if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail && n == n_tiles - 1) &&   \
+              !(kp.causal && key0 + kBN - 1 > first_row)) {                                                       \
+            softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,     \
+                                                          false);                                                 \
+            return;                                                                                               \
+          }                                                                                                       \
         }                                                                                                         \
         /* kMaskSmem kernels run only with a mask: here the tile is ZERO (no mask loads compiled in). */       \
         softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, kMaskSmem ? false : load_mask);     \
@@ -953,7 +918,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);                            \
     }
     auto softmax = [&] {
-      if constexpr (kMaskSmem) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
+      if constexpr (kMaskSmem && (kPersistent || kLean)) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
       else return VLATTN_SOFTMAX_STEP();
     }();
 #undef VLATTN_SOFTMAX_STEP
@@ -1155,11 +1120,11 @@ inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(
 // One kernel instantiation: its shared-memory opt-in is per device context and per kernel (a static
 // flag per instantiation: kernels of one signature must not share it, bench/NOTES.md lessons).
 // The K and V tensor maps are encoded here: their box is the key-tile width.
-template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent = false>
+template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent = false, bool kLean = true>
 inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const AttentionParams& p) {
   const KernelParams<kBN> kp{args, make_tma_k<kBN>(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch),
                              make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch)};
-  auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent>;
+  auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent, kLean>;
   constexpr int kBytes = kSmemBytes<kBN, kMaskSmem>;
   constexpr int kMaxDevices = 64;
   static bool smem_attr_set[kMaxDevices] = {};  // a benign race at worst sets the same value twice
@@ -1273,14 +1238,13 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // 39.8 -> 26.3). VLATTN_ATTN_MASK_SMEM (read once): 0 = never stage, 2 = stage unaligned masks too
   // (shifted layout; diagnosis and tests). Every choice gives the same bits.
   static const int mask_smem = static_cast<int>(env_int("VLATTN_ATTN_MASK_SMEM", 1));
-  // VLATTN_ATTN_WALK (read once): 1 (default) = the summary's tile kinds of a unit read once into bit
-  // sets (rows up to kWalkBits tiles), 0 = one kind read per tile step. Same tiles, same bits.
-  static const bool walk_bits = env_flag("VLATTN_ATTN_WALK", true);
-  kp.walk_max_tiles = walk_bits ? kWalkBits : 0;
-  // VLATTN_ATTN_LEAN_ZERO (read once): 1 (default) = ZERO tiles inside the keys and below the causal
-  // diagonal skip the per-key checks, 0 = they run them (they cannot fire there). Same bits.
-  static const bool lean_zero = env_flag("VLATTN_ATTN_LEAN_ZERO", true);
-  kp.lean_zero = lean_zero;
+  // VLATTN_ATTN_LEAN_ZERO (read once): 0 = every masked-path tile checks its keys, 1 (default) = the
+  // kernels built with kLean skip the checks on ZERO tiles inside the keys and below the causal diagonal,
+  // and the per-unit staged-mask kernel is the kLean build where attn_rules::lean_staged_pays, 2 = that
+  // build for every per-unit staged-mask launch. Every choice gives the same bits.
+  static const int lean_zero = static_cast<int>(env_int("VLATTN_ATTN_LEAN_ZERO", 1));
+  kp.lean_zero = lean_zero >= 1;
+  const bool lean_staged = lean_zero >= 2 || (lean_zero == 1 && attn_rules::lean_staged_pays(p));
   kp.mask_vec16 = mask_vec16(p);
   bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
 
@@ -1325,7 +1289,10 @@ inline AttentionStatus launch(const AttentionParams& p) {
   if (use_persistent)
     return stage_mask ? launch_kernel<128, true, true, true>(kp, grid, p)
                       : launch_kernel<128, true, false, true>(kp, grid, p);
-  return stage_mask ? launch_kernel<128, true, true>(kp, grid, p) : launch_kernel<128, true, false>(kp, grid, p);
+  if (stage_mask)
+    return lean_staged ? launch_kernel<128, true, true, false, true>(kp, grid, p)
+                       : launch_kernel<128, true, true, false, false>(kp, grid, p);
+  return launch_kernel<128, true, false>(kp, grid, p);
 }
 
 }  // namespace attn_sm90

@@ -146,6 +146,18 @@ bool attention_persistent_rule(std::string& err) {
   return true;
 }
 
+// The per-unit staged-mask kernel's kLean build from four key tiles (bench/NOTES.md nineteenth session).
+bool attention_lean_staged_rule(std::string& err) {
+  using attn_rules::lean_staged_pays;
+  EXPECT(!lean_staged_pays(attn(32, 28, 4, 128, 128, true)));  // one tile
+  EXPECT(!lean_staged_pays(attn(64, 28, 4, 256, 256, true)));  // two: the forced inline costs more
+  EXPECT(!lean_staged_pays(attn(4, 28, 4, 384, 384, true)));   // three: not measured, kept as before
+  EXPECT(lean_staged_pays(attn(8, 28, 4, 512, 512, true)));
+  EXPECT(lean_staged_pays(attn(1, 28, 4, 4096, 4096, true)));
+  EXPECT(lean_staged_pays(attn(1, 28, 4, 300, 400, true)));    // by key tiles (Sk 400: 4)
+  return true;
+}
+
 // GQA packing: off by default; mode 1 packs only with strictly fewer units; never with a pre-pass
 // or one query head per KV head.
 bool attention_pack_rule(std::string& err) {
@@ -321,6 +333,7 @@ const Case kCases[] = {
     {"attention_summary_rule", attention_summary_rule},
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
+    {"attention_lean_staged_rule", attention_lean_staged_rule},
     {"attention_block_n_rule", attention_block_n_rule},
     {"qkv_auto_rule", qkv_auto_rule},
     {"rope_pass_runs", rope_pass_runs},
