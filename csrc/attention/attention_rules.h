@@ -70,12 +70,16 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
 
 // Whether the per-unit staged-mask kernel runs its kLean build (ZERO tiles inside the keys and below the
 // causal diagonal skip the per-key checks; same bits). That build needs the softmax step forced inline,
-// which costs short units. Measured on the H200 (2026-12-01, bench/NOTES.md nineteenth session, 007's
-// mask, attention alone, cold L2): the kLean kernels took B4 S1024 137 -> ~128 us, B8 S512 97 -> ~94,
-// B1 S4096's layer 762 -> 657 us (graph 758 -> 649), while the forced-inline build read B4 S256 27.0 ->
-// 30.8 and B1 S256 15.9 -> 17.0 (two key tiles). So: from four key tiles.
+// which costs short units and single waves. Measured on the H200 (2026-12-01, bench/NOTES.md nineteenth
+// session calls 4-5, 007's mask, attention alone, cold L2, VLATTN_ATTN_LEAN_ZERO 0 -> 2 for this kernel):
+// B4 S1024 137.7 -> 126.1 us, B2 S1024 79.2 -> 74.5, B1 S1024 54.0 -> 50.5, B8 S512 97.0 -> 93.3, B1
+// S4096 341 -> 297; slower with two key tiles (B4 S256 27.0 -> 30.8, B1 S256 15.9 -> 17.0) and in a
+// single wave of CTAs (B1 S512, 112 CTAs: 22.1 -> 24.1). So: from four key tiles, beyond one wave.
 constexpr int kLeanStagedMinTiles = 4;
-inline bool lean_staged_pays(const AttentionParams& p) { return ceil_div(p.seqlen_k, kBlockN) >= kLeanStagedMinTiles; }
+inline bool lean_staged_pays(const AttentionParams& p) {
+  const long long ctas = (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
+  return ceil_div(p.seqlen_k, kBlockN) >= kLeanStagedMinTiles && ctas > sm_count_or_h200(p);
+}
 
 // Keys per pipeline step. 176 is allowed only without a mask and without the causal flag (mask tiles,
 // their summary and the causal diagonal are 128 wide). mode (VLATTN_ATTN_BN): 0 = the rule, 128 or

@@ -543,8 +543,10 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
 // (straight-line code, as before the persistent variant existed).
 // kBN: keys per pipeline step (KeyTile): 176 only for launches without a mask and without the causal
 // flag (the launcher's rule), so the mask tile machinery (summary, staging) exists only at 128.
-// kLean: ZERO tiles inside the keys and below the causal diagonal skip the per-key checks (same bits;
-// attn_rules::lean_staged_pays says where the staged-mask kernel is built with it).
+// kLean: ZERO tiles inside the keys and below the causal diagonal skip the per-key checks (same bits).
+// Launches with a mask only (ZERO tiles need one); without a mask the kernels are built as before this
+// path existed (034's 128-key kernels keep their code). The per-unit staged-mask kernel has both builds:
+// attn_rules::lean_staged_pays picks.
 template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent, bool kLean>
 __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CONSTANT KernelParams<kBN> const kp) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1120,7 +1122,7 @@ inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(
 // One kernel instantiation: its shared-memory opt-in is per device context and per kernel (a static
 // flag per instantiation: kernels of one signature must not share it, bench/NOTES.md lessons).
 // The K and V tensor maps are encoded here: their box is the key-tile width.
-template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent = false, bool kLean = true>
+template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent = false, bool kLean = false>
 inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const AttentionParams& p) {
   const KernelParams<kBN> kp{args, make_tma_k<kBN>(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch),
                              make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch)};
@@ -1280,19 +1282,22 @@ inline AttentionStatus launch(const AttentionParams& p) {
   static const int bn_mode = static_cast<int>(env_int("VLATTN_ATTN_BN", 0));
   const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
   if (simple_loop)
-    return stage_mask ? launch_kernel<128, false, true>(kp, grid, p) : launch_kernel<128, false, false>(kp, grid, p);
+    return stage_mask ? launch_kernel<128, false, true, false, true>(kp, grid, p)
+                      : launch_kernel<128, false, false>(kp, grid, p);
   if (block_n == C::kBlockNWide) {
     if (stage_mask) return AttentionStatus::kInvalidArgument;  // unreachable: the rule allows 176 without a mask only
     return use_persistent ? launch_kernel<C::kBlockNWide, true, false, true>(kp, grid, p)
                           : launch_kernel<C::kBlockNWide, true, false>(kp, grid, p);
   }
   if (use_persistent)
-    return stage_mask ? launch_kernel<128, true, true, true>(kp, grid, p)
-                      : launch_kernel<128, true, false, true>(kp, grid, p);
+    return stage_mask ? launch_kernel<128, true, true, true, true>(kp, grid, p)
+           : p.mask != nullptr ? launch_kernel<128, true, false, true, true>(kp, grid, p)
+                               : launch_kernel<128, true, false, true>(kp, grid, p);
   if (stage_mask)
     return lean_staged ? launch_kernel<128, true, true, false, true>(kp, grid, p)
                        : launch_kernel<128, true, true, false, false>(kp, grid, p);
-  return launch_kernel<128, true, false>(kp, grid, p);
+  return p.mask != nullptr ? launch_kernel<128, true, false, false, true>(kp, grid, p)
+                           : launch_kernel<128, true, false>(kp, grid, p);
 }
 
 }  // namespace attn_sm90

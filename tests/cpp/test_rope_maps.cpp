@@ -146,15 +146,18 @@ bool attention_persistent_rule(std::string& err) {
   return true;
 }
 
-// The per-unit staged-mask kernel's kLean build from four key tiles (bench/NOTES.md nineteenth session).
+// The per-unit staged-mask kernel's kLean build from four key tiles beyond one wave of CTAs
+// (bench/NOTES.md nineteenth session).
 bool attention_lean_staged_rule(std::string& err) {
   using attn_rules::lean_staged_pays;
   EXPECT(!lean_staged_pays(attn(32, 28, 4, 128, 128, true)));  // one tile
   EXPECT(!lean_staged_pays(attn(64, 28, 4, 256, 256, true)));  // two: the forced inline costs more
   EXPECT(!lean_staged_pays(attn(4, 28, 4, 384, 384, true)));   // three: not measured, kept as before
+  EXPECT(!lean_staged_pays(attn(1, 28, 4, 512, 512, true)));   // 112 CTAs: one wave
   EXPECT(lean_staged_pays(attn(8, 28, 4, 512, 512, true)));
+  EXPECT(lean_staged_pays(attn(1, 28, 4, 1024, 1024, true)));  // 224 CTAs
   EXPECT(lean_staged_pays(attn(1, 28, 4, 4096, 4096, true)));
-  EXPECT(lean_staged_pays(attn(1, 28, 4, 300, 400, true)));    // by key tiles (Sk 400: 4)
+  EXPECT(lean_staged_pays(attn(2, 28, 4, 300, 400, true)));    // by key tiles (Sk 400: 4), 168 CTAs
   return true;
 }
 
