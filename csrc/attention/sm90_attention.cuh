@@ -904,8 +904,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             return;                                                                                               \
           }                                                                                                       \
         }                                                                                                         \
-        /* No mask values to add (a ZERO tile, or no mask: scale <= 0) on a tile inside the keys and below   \
-           the causal diagonal: the same arithmetic without the per-key checks, which cannot fire there. */   \
+        /* No mask values to add (a ZERO tile; kLean kernels launch with a mask only) on a tile inside the   \
+           keys and below the causal diagonal: the same arithmetic without the per-key checks, which cannot   \
+           fire there. */                                                                                     \
         if constexpr (kLean) {                                                                                    \
           if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail && n == n_tiles - 1) &&   \
               !(kp.causal && key0 + kBN - 1 > first_row)) {                                                       \
