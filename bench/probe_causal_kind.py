@@ -9,7 +9,8 @@ on the QKV projection's outputs, cold L2 (vlattn-bench's timer), in three forms:
   mask+causal  both (the causal flag skips the upper tiles by trip count; the diagonal still reads the mask)
 and whether `causal` and `mask+causal` are bitwise equal to `mask`. `mask - causal` is the most that
 recognizing the causal pattern on the device (a summary tile kind) could save per call, before the
-cost of the recognition.
+cost of the recognition. --skip-off adds `mask/noskip` and `mask+c/noskip` (skip=False: no pre-pass,
+every tile MIXED), to tell the pre-pass and the skipping from the rest.
 """
 import argparse
 
@@ -27,9 +28,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workloads", default=DEFAULT)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--skip-off", action="store_true", help="also time both mask forms with skip=False")
     args = ap.parse_args()
     timer = CudaTimer(torch.device("cuda"))
-    print(f"{'workload':24s} {'mask':>9s} {'causal':>9s} {'mask+c':>9s} {'saving':>7s}  bitwise(causal, mask+c)")
+    extra = ["mask/noskip", "mask+c/noskip"] if args.skip_off else []
+    print(f"{'workload':24s} {'mask':>9s} {'causal':>9s} {'mask+c':>9s} {'saving':>7s}  bitwise(causal, mask+c)"
+          + "".join(f" {name:>14s}" for name in extra))
     for w in select_workloads(W.load("007"), args.workloads):
         v = list(W.make_inputs(w, "cuda").values())
         q, k, vv = (t.contiguous() for t in reference.mrope_qkv(*v[:7], *v[8:10]))
@@ -39,6 +43,9 @@ def main():
             "causal": lambda: vlattn.attention(q, k, vv, None, causal=True),
             "mask+causal": lambda: vlattn.attention(q, k, vv, mask, causal=True),
         }
+        if args.skip_off:
+            forms["mask/noskip"] = lambda: vlattn.attention(q, k, vv, mask, skip=False)
+            forms["mask+c/noskip"] = lambda: vlattn.attention(q, k, vv, mask, causal=True, skip=False)
         outs = {name: fn().clone() for name, fn in forms.items()}
         same = [torch.equal(outs["mask"], outs[n]) for n in ("causal", "mask+causal")]
         us = {}
@@ -46,8 +53,8 @@ def main():
             t = sorted(timer(fn, args.iters, 3))
             us[name] = t[len(t) // 2]
         saving = 1.0 - us["causal"] / us["mask"]
-        print(f"{w.name:24s} {us['mask']:9.1f} {us['causal']:9.1f} {us['mask+causal']:9.1f} {saving:7.1%}  {same}",
-              flush=True)
+        print(f"{w.name:24s} {us['mask']:9.1f} {us['causal']:9.1f} {us['mask+causal']:9.1f} {saving:7.1%}  {same}"
+              + "".join(f" {us[name]:14.1f}" for name in extra), flush=True)
 
 
 if __name__ == "__main__":
