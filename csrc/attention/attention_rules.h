@@ -19,6 +19,11 @@ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 inline long long sm_count_or_h200(const AttentionParams& p) { return p.sm_count > 0 ? p.sm_count : 132; }
 
+// CTAs of the per-unit grid without GQA packing: one per (batch, query head, 128-row q-block).
+inline long long q_block_ctas(const AttentionParams& p) {
+  return (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
+}
+
 // 16-byte aligned mask pointer and strides that are multiples of 8 elements: MIXED mask tiles can be
 // staged in shared memory with 16-byte copies (the aligned layout).
 inline bool mask_vec16(const AttentionParams& p) {
@@ -39,7 +44,7 @@ inline bool mask_vec16(const AttentionParams& p) {
 inline bool summary_pays(const AttentionParams& p) {
   const int n_blocks = ceil_div(p.seqlen_k, kBlockN);
   if (n_blocks < 2) return false;
-  const long long ctas = (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
+  const long long ctas = q_block_ctas(p);
   const long long sms = sm_count_or_h200(p);
   if (n_blocks >= 3) return ctas > sms || !mask_vec16(p);
   return ctas >= 4 * sms;
@@ -77,7 +82,7 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
 // single wave of CTAs (B1 S512, 112 CTAs: 22.1 -> 24.1). So: from four key tiles, beyond one wave.
 constexpr int kLeanStagedMinTiles = 4;
 inline bool lean_staged_pays(const AttentionParams& p) {
-  const long long ctas = (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
+  const long long ctas = q_block_ctas(p);
   return ceil_div(p.seqlen_k, kBlockN) >= kLeanStagedMinTiles && ctas > sm_count_or_h200(p);
 }
 
