@@ -29,7 +29,6 @@
 // and ends with l = 0 -> O = 0 (the reference gives NaN there; we never produce NaN).
 #pragma once
 
-#include <cfloat>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -445,14 +444,7 @@ struct MaskSmemThread {
 // kMaybeCausal: false compiles the causal test out (the 176-key kernels never run causal).
 // kKeyChecks = false: a tile whose keys are all < Sk and all visible under the causal flag (no per-key
 // checks; with load_mask false the same arithmetic as with them, so the same bits).
-// kZeroRows (the kernels that launch with a mask): a row part of this thread whose visible mask entries
-// are all zero (as the pre-pass's ZERO kind counts them: keys < Sk, and <= the row under the causal flag;
-// -0 is zero) takes the unmasked formula, one FFMA per element, with the per-key checks where they can
-// fire. The decision depends only on the mask values of (row, this lane's key columns), so a ZERO tile
-// skipped to the unmasked path and the same tile read element-wise (skip off, no pre-pass, the global or
-// the staged path) give the same bits. Rows with a nonzero entry keep the overflow-safe two-rounding form.
-template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true,
-          bool kZeroRows = false, class FragS>
+template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true, class FragS>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
                                  int col0, int key0, const KernelArgs& kp,
                                  const uint16_t* const (&mask_row)[2], bool load_mask,
@@ -461,82 +453,32 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
-    // zrow: this row part takes the unmasked formula (kZeroRows kernels only; needs scale > 0).
-    bool zrow = false;
-    if constexpr (kMasked && kZeroRows) {
-      zrow = kp.fold_scale;
-      if (zrow && load_mask) {
-        uint32_t nz = 0;  // OR of the visible entries' bits but the sign
-        const bool causal = kMaybeCausal && kp.causal;
-        if constexpr (kMaskSrc != kMaskGlobal) {
-          // Words past Sk and rows past Sq are zero-filled in the staged tile.
-          if (!causal) {
-            CUTE_UNROLL
-            for (int j = 0; j < kCG; ++j) nz |= ms->template pair<kMaskSrc == kMaskSmemShifted>(r, j, mask_stage);
-          } else {
-            CUTE_UNROLL
-            for (int j = 0; j < kCG; ++j) {
-              const uint32_t pair = ms->template pair<kMaskSrc == kMaskSmemShifted>(r, j, mask_stage);
-              const int key = key0 + col0 + 8 * j;
-              if (key <= row[r]) nz |= pair & 0xffffu;
-              if (key + 1 <= row[r]) nz |= pair >> 16;
-            }
-          }
-        } else if (mask_row[r] != nullptr) {
-          CUTE_UNROLL
-          for (int j = 0; j < kCG; ++j) {
-            CUTE_UNROLL
-            for (int c = 0; c < 2; ++c) {
-              const int key = key0 + col0 + 8 * j + c;
-              if (key < kp.seqlen_k && !(causal && key > row[r])) nz |= __ldg(mask_row[r] + key);
-            }
-          }
-        }
-        zrow = (nz & 0x7fff7fffu) == 0;
-      }
-    }
     if constexpr (kMasked) {
-      if (zrow) {
-        // The unmasked path's max (fl(max s * scale) == max fl(s * scale)), keys that cannot be seen -> -inf.
-        float raw = kNegInf;
-        CUTE_UNROLL
-        for (int j = 0; j < kCG; ++j) {
-          CUTE_UNROLL
-          for (int c = 0; c < 2; ++c) {
-            const int i = acc_idx(c, r, j);
-            const int key = key0 + col0 + 8 * j + c;
-            if (kKeyChecks && (key >= kp.seqlen_k || (kMaybeCausal && kp.causal && key > row[r]))) s(i) = kNegInf;
-            raw = fmaxf(raw, s(i));
-          }
+      CUTE_UNROLL
+      for (int j = 0; j < kCG; ++j) {
+        uint32_t pair = 0;
+        if constexpr (kMaskSrc != kMaskGlobal) {
+          if (load_mask) pair = ms->template pair<kMaskSrc == kMaskSmemShifted>(r, j, mask_stage);
         }
-        mx = fmaxf(mx, raw * kp.scale);
-      } else {
         CUTE_UNROLL
-        for (int j = 0; j < kCG; ++j) {
-          uint32_t pair = 0;
-          if constexpr (kMaskSrc != kMaskGlobal) {
-            if (load_mask) pair = ms->template pair<kMaskSrc == kMaskSmemShifted>(r, j, mask_stage);
+        for (int c = 0; c < 2; ++c) {
+          const int i = acc_idx(c, r, j);
+          const int key = key0 + col0 + 8 * j + c;
+          float x;
+          if constexpr (kMaskSrc == kMaskGlobal) {
+            x = s(i) * kp.scale;
+            if (load_mask && mask_row[r] != nullptr && key < kp.seqlen_k)
+              x += bf16_bits_to_float(__ldg(mask_row[r] + key));
+          } else {
+            // The same two roundings as the global path's FMUL + FADD (compiled that way, checked in
+            // the SASS): _rn keeps the compiler from contracting them into one FFMA. Rows >= Sq and
+            // keys >= Sk read zero-filled words: those rows are never stored, those keys become -inf.
+            x = __fmul_rn(s(i), kp.scale);
+            if (load_mask) x = __fadd_rn(x, __uint_as_float(c == 0 ? pair << 16 : pair & 0xffff0000u));
           }
-          CUTE_UNROLL
-          for (int c = 0; c < 2; ++c) {
-            const int i = acc_idx(c, r, j);
-            const int key = key0 + col0 + 8 * j + c;
-            float x;
-            if constexpr (kMaskSrc == kMaskGlobal) {
-              x = s(i) * kp.scale;
-              if (load_mask && mask_row[r] != nullptr && key < kp.seqlen_k)
-                x += bf16_bits_to_float(__ldg(mask_row[r] + key));
-            } else {
-              // The same two roundings as the global path's FMUL + FADD (compiled that way, checked in
-              // the SASS): _rn keeps the compiler from contracting them into one FFMA. Rows >= Sq and
-              // keys >= Sk read zero-filled words: those rows are never stored, those keys become -inf.
-              x = __fmul_rn(s(i), kp.scale);
-              if (load_mask) x = __fadd_rn(x, __uint_as_float(c == 0 ? pair << 16 : pair & 0xffff0000u));
-            }
-            if (kKeyChecks && (key >= kp.seqlen_k || (kMaybeCausal && kp.causal && key > row[r]))) x = kNegInf;
-            s(i) = x;
-            mx = fmaxf(mx, x);
-          }
+          if (kKeyChecks && (key >= kp.seqlen_k || (kMaybeCausal && kp.causal && key > row[r]))) x = kNegInf;
+          s(i) = x;
+          mx = fmaxf(mx, x);
         }
       }
     } else {
@@ -555,7 +497,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
     const float rescale = fast_exp2((m[r] - m_use) * kLog2e);
     m[r] = mx;
     float sum = 0.f;
-    if (kMasked && !zrow) {
+    if constexpr (kMasked) {
       CUTE_UNROLL
       for (int j = 0; j < kCG; ++j) {
         CUTE_UNROLL
@@ -567,13 +509,10 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
         }
       }
     } else {
-      // Unmasked tile (no mask tensor, no tail, off the causal diagonal) or a zero row part: every score
-      // is finite or -inf and m_use >= its scaled value, so m_use*log2e is in range (scores bounded as
-      // the brief's precondition |x| <= 2^97 says): p = exp2(s * scale*log2e - m*log2e), one FFMA per
-      // element (-inf -> 0).
-      // A zero row part with no visible key may meet a row max below -FLT_MAX / log2e (the rest of a fully
-      // masked finite row): clamped, its -inf scores still give 0, not -inf + inf = NaN.
-      const float m_scaled = kZeroRows ? fmaxf(m_use * kLog2e, -FLT_MAX) : m_use * kLog2e;
+      // Unmasked tile (no mask tensor, no tail, off the causal diagonal): every score is finite and
+      // m_use >= its scaled value, so m_use*log2e is in range (scores bounded as the brief's
+      // precondition |x| <= 2^97 says): p = exp2(s * scale*log2e - m*log2e), one FFMA per element.
+      const float m_scaled = m_use * kLog2e;
       CUTE_UNROLL
       for (int j = 0; j < kCG; ++j) {
         CUTE_UNROLL
@@ -616,8 +555,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   // The 176-key kernels run without a mask and without the causal flag (attn_rules::wide_allowed): their
   // softmax has no mask or causal code at all.
   constexpr bool kPlain = kBN != C::kBlockN;
-  // Kernels that launch with a mask: zero row parts take the unmasked formula (softmax_tile, kZeroRows).
-  constexpr bool kZeroRows = kMaskSmem || kLean;
   extern __shared__ __align__(1024) char smem_buf[];
   SharedStorage<kBN, kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kBN, kMaskSmem>*>(smem_buf);
 
@@ -957,35 +894,34 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           if (load_mask && kp.mask != nullptr) {                                                                  \
             pipe_m.consumer_wait(st_m);                                                                           \
             if (kp.mask_vec16)                                                                                    \
-              softmax_tile<true, kMaskSmemAligned, true, true, kZeroRows>(tSrS, rescale, m, l, row, col0, key0, kp, \
-                                                                          mask_row, true, &ms, st_m.index());     \
+              softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &ms,  \
+                                                   st_m.index());                                                 \
             else                                                                                                  \
-              softmax_tile<true, kMaskSmemShifted, true, true, kZeroRows>(tSrS, rescale, m, l, row, col0, key0, kp, \
-                                                                          mask_row, true, &ms, st_m.index());     \
+              softmax_tile<true, kMaskSmemShifted>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &ms,  \
+                                                   st_m.index());                                                 \
             pipe_m.consumer_release(st_m);                                                                        \
             ++st_m;                                                                                               \
             return;                                                                                               \
           }                                                                                                       \
         }                                                                                                         \
         /* No mask values to add (a ZERO tile; kLean kernels launch with a mask only) on a tile inside the   \
-           keys and below the causal diagonal: the unmasked formula the zero rows of the masked path take   \
-           (softmax_tile, kZeroRows), without the per-key checks, which cannot fire there. Every key is      \
-           visible, so the row max is finite and the zero-row path's clamp of m * log2e is moot: same bits. */ \
+           keys and below the causal diagonal: the same arithmetic without the per-key checks, which cannot   \
+           fire there. */                                                                                     \
         if constexpr (kLean) {                                                                                    \
-          if (kp.lean_zero && kp.fold_scale && (kMaskSmem || !load_mask) && !(tail && n == n_tiles - 1) &&        \
+          if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail && n == n_tiles - 1) &&   \
               !(kp.causal && key0 + kBN - 1 > first_row)) {                                                       \
-            softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);                       \
+            softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,     \
+                                                          false);                                                 \
             return;                                                                                               \
           }                                                                                                       \
         }                                                                                                         \
         /* kMaskSmem kernels run only with a mask: here the tile is ZERO (no mask loads compiled in). */       \
-        softmax_tile<true, kMaskGlobal, true, true, kZeroRows>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,  \
-                                                               kMaskSmem ? false : load_mask);                    \
+        softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, kMaskSmem ? false : load_mask);     \
       } else                                                                                                      \
         softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);                            \
     }
     auto softmax = [&] {
-      if constexpr (kZeroRows) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
+      if constexpr (kMaskSmem && (kPersistent || kLean)) return VLATTN_SOFTMAX_STEP(CUTLASS_LAMBDA_FUNC_INLINE);
       else return VLATTN_SOFTMAX_STEP();
     }();
 #undef VLATTN_SOFTMAX_STEP
@@ -1348,8 +1284,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
   if (simple_loop)
     return stage_mask ? launch_kernel<128, false, true, false, true>(kp, grid, p)
-           : p.mask != nullptr ? launch_kernel<128, false, false, false, true>(kp, grid, p)
-                               : launch_kernel<128, false, false>(kp, grid, p);
+                      : launch_kernel<128, false, false>(kp, grid, p);
   if (block_n == C::kBlockNWide) {
     if (stage_mask) return AttentionStatus::kInvalidArgument;  // unreachable: the rule allows 176 without a mask only
     return use_persistent ? launch_kernel<C::kBlockNWide, true, false, true>(kp, grid, p)
