@@ -395,7 +395,8 @@ for s in (128, 256, 512):
     run(1, 28, 4, s, s, rnd(1, s, s), skip=False)
 run(4, 28, 4, 256, 256, causal_min(4, 256, 256))
 run(2, 8, 2, 1001, 1001, causal_min(1, 1001, 1032))            # row stride 1032, Sk tail inside a chunk
-# Shifted layout: odd row strides (541, 613), even strides not a multiple of 8, odd start offsets.
+# Unaligned masks (global loads in both arms): odd row strides (541, 613), even strides not a multiple of 8,
+# odd start offsets.
 run(2, 28, 4, 541, 541, rnd(2, 541, 541))
 run(1, 8, 2, 613, 613, causal_min(1, 613, 613), causal=True)
 run(2, 8, 2, 613, 700, rnd(2, 613, 700), skip=False)
@@ -415,10 +416,10 @@ torch.save(outs, sys.argv[1])
 @pytest.mark.parametrize("simple", ["0", "1"])
 def test_mask_smem_matches_global(tmp_path, rng_seed, simple):
     """VLATTN_ATTN_MASK_SMEM=0 reads MIXED mask tiles element-wise from global memory (the kernel before
-    shared-memory staging); =2 stages every mask in shared memory (aligned layout, and the shifted one
-    for unaligned masks). The default (1) combines those two paths: aligned masks staged, others global.
-    Same arithmetic in the same order: the two must agree bitwise, with both consumer loops (subprocesses:
-    the switches are read once per process)."""
+    shared-memory staging); =2 (as the default, 1, since the shifted layout for unaligned masks was removed)
+    stages 16-byte aligned masks in shared memory and reads the others from global memory. Same arithmetic
+    in the same order: the two must agree bitwise, with both consumer loops (subprocesses: the switches are
+    read once per process)."""
     results = [outputs_in_subprocess(_MASK_SMEM_SCRIPT, tmp_path / f"out_{smem}.pt",
                                      {"VLATTN_ATTN_MASK_SMEM": smem, "VLATTN_ATTN_SIMPLE": simple}, rng_seed)
                for smem in ("0", "2")]
@@ -449,7 +450,7 @@ def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
     """VLATTN_ATTN_PERSISTENT=2 runs every launch on the persistent grid (at most one CTA per SM, each
     striding over the work units, pipeline states carried from unit to unit); =0 on one CTA per unit.
     A unit's arithmetic does not depend on the CTA that runs it: the outputs must agree bitwise, with
-    the mask tiles staged in shared memory (both layouts, MASK_SMEM=2) or read from global memory (0)."""
+    the aligned masks' tiles staged in shared memory (MASK_SMEM=2) or read from global memory (0)."""
     results = [outputs_in_subprocess(_PERSISTENT_SCRIPT, tmp_path / f"out_{persistent}.pt",
                                      {"VLATTN_ATTN_PERSISTENT": persistent, "VLATTN_ATTN_MASK_SMEM": mask_smem},
                                      rng_seed)

@@ -74,23 +74,21 @@ def qkv_report(tmp_path_factory):
 
 
 # (kBN, kPipelined, kMaskSmem, kPersistent, kLean) -> (stack frame, spill stores, spill loads) allowed.
-# The 128-key per-unit kernels are the default for every masked shape: none may touch local memory, but
-# for one: the staged-mask kernel's kLean build (ZERO tiles without per-key checks), whose softmax step
-# must be forced inline (left to NVVM it became a call with a 560-byte frame) and then spills 16 B; it
-# runs only from four key tiles beyond one wave, where it measured 4-9% faster than its twin without
-# the spill (bench/NOTES.md nineteenth session, calls 4-5). The two other staged-mask exceptions are a
-# diagnostic switch (VLATTN_ATTN_SIMPLE) and the persistent staged-mask kernel that no default rule
-# picks (both 104-128 B frames before the key columns became one register, 2026-12-01). The 176-key
-# kernels (unmasked shapes) hold a 64 x 176 score tile, P and O in 240 registers: ptxas keeps one 8-byte
-# value (persistent; one LDL.64 per key tile) or three (per-unit) in local memory.
+# The 128-key per-unit kernels are the default for every masked shape: none may touch local memory (the
+# staged-mask kernel's kLean build, whose softmax step must be forced inline, spilled 16 B until the
+# shifted mask layout's code was removed, twentieth session). Exceptions: the persistent staged-mask
+# kernel that no default rule picks (104-128 B frames before the key columns became one register,
+# 2026-12-01) and the diagnostic switch VLATTN_ATTN_SIMPLE. The 176-key kernels (unmasked shapes) hold a
+# 64 x 176 score tile, P and O in 240 registers: ptxas keeps one 8-byte value (persistent; one LDL.64 per
+# key tile) or three (per-unit) in local memory.
 ATTENTION_BUDGET = {
     (128, 1, 0, 0, 0): (0, 0, 0),
     (128, 1, 0, 0, 1): (0, 0, 0),
     (128, 1, 1, 0, 0): (0, 0, 0),
-    (128, 1, 1, 0, 1): (16, 16, 20),
+    (128, 1, 1, 0, 1): (0, 0, 0),
     (128, 1, 0, 1, 0): (0, 0, 0),
     (128, 1, 0, 1, 1): (0, 0, 0),
-    (128, 1, 1, 1, 1): (8, 16, 36),
+    (128, 1, 1, 1, 1): (8, 12, 28),
     (128, 0, 0, 0, 0): (0, 0, 0),
     (128, 0, 1, 0, 1): (8, 8, 16),
     (176, 1, 0, 0, 0): (24, 28, 32),

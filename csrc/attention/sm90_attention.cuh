@@ -133,17 +133,14 @@ using PipelineV = cutlass::PipelineTmaAsync<C::kStages>;
 using PipeState = typename PipelineK::PipelineState;
 
 // MIXED mask tiles staged in shared memory (VLATTN_ATTN_MASK_SMEM, default on; §12 of the design
-// notes). Stage layout: 128 rows x 64 32-bit words (one word = two bf16 keys), row pitch 256 bytes,
-// the 16-byte chunk c of row r stored at chunk c ^ (r % 8) (a consumer warp reads 8 rows x 4 words
-// of one chunk column per access: 32 distinct banks), plus a 65th word per row in a side array
-// (the shifted layout below needs it). Two layouts, chosen per launch:
-//   aligned (mask_vec16: 16-byte aligned pointer, strides multiples of 8): word w holds keys
-//           key0 + 2w, +1, copied with 16-byte cp.async;
-//   shifted (anything else, e.g. the odd row strides of S 541 / 613): word w holds the 4-byte
-//           aligned global word w of the row counted from key0 - parity (parity = the row start's
-//           element offset mod 2), copied with 4-byte cp.async; consumers recombine two words.
-// Out-of-range keys and rows are zero-filled (src-size); the consumers set those scores to -inf or
-// drop the rows as before.
+// notes), for 16-byte aligned masks (mask_vec16: aligned pointer, strides multiples of 8; others are
+// read element-wise from global memory). Stage layout: 128 rows x 64 32-bit words (word w = keys
+// key0 + 2w, +1), row pitch 256 bytes, the 16-byte chunk c of row r stored at chunk c ^ (r % 8) (a
+// consumer warp reads 8 rows x 4 words of one chunk column per access: 32 distinct banks), copied with
+// 16-byte cp.async. Out-of-range keys and rows are zero-filled (src-size); the consumers set those
+// scores to -inf or drop the rows as before. (A second, "shifted" layout for unaligned masks, 4-byte
+// copies recombined by byte permutes, measured slower than the global loads and was removed with its
+// code: it made the staged kernels 26% larger and the kLean one spill, twentieth session.)
 constexpr int kMaskStages = 2;
 constexpr int kMaskWordsPerRow = C::kBlockN / 2;                                // 64
 constexpr int kMaskStageBytes = C::kBlockM * kMaskWordsPerRow * 4;              // 32 KB
@@ -172,7 +169,6 @@ template <>
 struct SharedStorage<128, true> : SharedStorageBase<128> {
   // 256-byte aligned stages: the consumers' address math XORs bits 4..7 of the stage address.
   alignas(256) uint32_t mask[kMaskStages][C::kBlockM * kMaskWordsPerRow];
-  alignas(16) uint32_t mask_extra[kMaskStages][C::kBlockM];  // word 64 of each row (shifted layout)
   typename PipelineM::SharedStorage pipe_m;
 };
 
@@ -261,9 +257,6 @@ struct KernelArgs {
   int n_blocks;
   int live_chunks;
   bool mask_broadcast;        // mask batch dim 1: summary batch index 0
-  // Mask staging (kernels with kMaskSmem): 16-byte aligned pointer and strides -> the aligned smem
-  // layout and 16-byte cp.async; otherwise the shifted layout and 4-byte cp.async.
-  bool mask_vec16;
   // GQA packing (pack_rows > 0): a unit is (KV head, pack_rows query positions, batch) and its Q tile
   // holds the G = group query heads of that KV head for those positions, tile row g * pack_rows + p
   // (pack_rows = floor(128 / G); rows from G * pack_rows on are not loaded and never stored). Every
@@ -405,38 +398,18 @@ CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4
 // Where the masked path reads the mask of a tile.
 enum MaskSource : int {
   kMaskGlobal = 0,        // per-element __ldg from the user's mask (VLATTN_ATTN_MASK_SMEM=0)
-  kMaskSmemAligned = 1,   // the staged tile, aligned layout: one shared load per accumulator pair
-  kMaskSmemShifted = 2,   // the staged tile, shifted layout: two shared loads and a byte permute
+  kMaskSmemAligned = 1,   // the staged tile: one shared load per accumulator pair
 };
 
 // Per-thread shared-memory addresses of the staged mask tile (stage 0; + stage * kMaskStageBytes).
 struct MaskSmemThread {
   uint32_t a0q[2];    // row r: stage base + row*256 + (row%8)*16 + 4*q (q = this lane's pair in a chunk)
-  uint32_t extra[2];  // row r: the row's 65th word (shifted layout), stage 0
-  uint32_t sel[2];    // row r: byte-permute selector, 0x3210 (parity 0) or 0x5432 (parity 1)
-  uint32_t q4;        // 4*q
 
   // Bits of the bf16 pair (keys col0 + 8j, +1) of row r: low half the first key.
-  template <bool kShifted>
   CUTLASS_DEVICE uint32_t pair(int r, int j, int stage) const {
-    const uint32_t so = uint32_t(stage) * kMaskStageBytes;
     // a0q has zero bits 4..7 apart from the row's swizzle (bits 4..6): XOR applies the swizzle to the
     // chunk index j (bit 7 = j / 8 is then a plain add).
-    const uint32_t addr0 = (a0q[r] ^ (uint32_t(j) << 4)) + so;
-    const uint32_t w0 = lds_u32(addr0);
-    if constexpr (!kShifted) {
-      return w0;
-    } else {
-      // Word k + 1 (k = 4j + q): the next word of the chunk, the first word of chunk j + 1, or the
-      // side word of the row (k + 1 == 64).
-      uint32_t addr1;
-      if (j + 1 < kColGroups)
-        addr1 = q4 < 12 ? addr0 + 4 : (((a0q[r] - 12) ^ (uint32_t(j + 1) << 4)) + so);
-      else
-        addr1 = q4 < 12 ? addr0 + 4 : extra[r] + uint32_t(stage) * (C::kBlockM * 4);
-      const uint32_t w1 = lds_u32(addr1);
-      return __byte_perm(w0, w1, sel[r]);
-    }
+    return lds_u32((a0q[r] ^ (uint32_t(j) << 4)) + uint32_t(stage) * kMaskStageBytes);
   }
 };
 
@@ -458,7 +431,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
       for (int j = 0; j < kCG; ++j) {
         uint32_t pair = 0;
         if constexpr (kMaskSrc != kMaskGlobal) {
-          if (load_mask) pair = ms->template pair<kMaskSrc == kMaskSmemShifted>(r, j, mask_stage);
+          if (load_mask) pair = ms->pair(r, j, mask_stage);
         }
         CUTE_UNROLL
         for (int c = 0; c < 2; ++c) {
@@ -696,36 +669,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           const int keys = min(kp.seqlen_k - key0, kBN);  // valid keys of the tile, >= 1
           // Source of empty copies: a 16-byte aligned address inside the mask's allocation.
           const void* dummy = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(kp.mask) & ~uintptr_t(15));
-          if (kp.mask_vec16) {
-            // 16 lanes per row, one 16-byte chunk (8 keys) each: a warp copies two rows per step.
-            const int chunk = lane % 16;
-            const int col_bytes = 2 * max(0, min(8, keys - 8 * chunk));
-            int rr = 2 * pwarp + lane / 16;
-            const char* src = reinterpret_cast<const char*>(mrow0 + int64_t(rr) * kp.mask_row_stride + key0 + 8 * chunk);
+          // 16 lanes per row, one 16-byte chunk (8 keys) each: a warp copies two rows per step.
+          const int chunk = lane % 16;
+          const int col_bytes = 2 * max(0, min(8, keys - 8 * chunk));
+          int rr = 2 * pwarp + lane / 16;
+          const char* src = reinterpret_cast<const char*>(mrow0 + int64_t(rr) * kp.mask_row_stride + key0 + 8 * chunk);
 #pragma unroll 1
-            for (; rr < C::kBlockM; rr += 2 * kMaskCopyWarps) {
-              const int bytes = rr < rows_valid ? col_bytes : 0;
-              cp_async_16(sbase + rr * 256 + ((chunk ^ (rr & 7)) << 4), bytes > 0 ? src : dummy, bytes);
-              src += 2 * kMaskCopyWarps * 2 * kp.mask_row_stride;
-            }
-          } else {
-            // One row per warp step: 65 aligned words from key0 - parity (the word holding key0).
-            const char* rowp = reinterpret_cast<const char*>(mrow0 + int64_t(pwarp) * kp.mask_row_stride + key0);
-            const uint32_t xbase = cute::cast_smem_ptr_to_uint(&ss.mask_extra[0][0]) + st.index() * (C::kBlockM * 4);
-#pragma unroll 1
-            for (int rr = pwarp; rr < C::kBlockM; rr += kMaskCopyWarps) {
-              const int parity = int((reinterpret_cast<uintptr_t>(rowp) >> 1) & 1);
-              const bool valid_row = rr < rows_valid;
-#pragma unroll 1
-              for (int w = lane; w <= kMaskWordsPerRow; w += 32) {
-                const int e = 2 * w - parity;  // tile key of the word's low half
-                const int bytes = !valid_row ? 0 : (e + 1 < keys ? 4 : (e < keys ? 2 : 0));
-                const uint32_t dst = w < kMaskWordsPerRow ? sbase + rr * 256 + (((w >> 2) ^ (rr & 7)) << 4) + 4 * (w & 3)
-                                                          : xbase + rr * 4;
-                cp_async_4(dst, bytes > 0 ? static_cast<const void*>(rowp + 2 * e) : dummy, bytes);
-              }
-              rowp += kMaskCopyWarps * 2 * kp.mask_row_stride;
-            }
+          for (; rr < C::kBlockM; rr += 2 * kMaskCopyWarps) {
+            const int bytes = rr < rows_valid ? col_bytes : 0;
+            cp_async_16(sbase + rr * 256 + ((chunk ^ (rr & 7)) << 4), bytes > 0 ? src : dummy, bytes);
+            src += 2 * kMaskCopyWarps * 2 * kp.mask_row_stride;
           }
           uint64_t const* full = reinterpret_cast<uint64_t const*>(&ss.pipe_m.full_barrier_[st.index()]);
           cutlass::arch::cpasync_barrier_arrive(full);  // lands when this thread's copies have
@@ -820,17 +773,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     MaskSmemThread ms{};
     if constexpr (kMaskSmem) {
       const uint32_t smem_mask = cute::cast_smem_ptr_to_uint(&ss.mask[0][0]) + smem_off;
-      const uint32_t smem_extra = cute::cast_smem_ptr_to_uint(&ss.mask_extra[0][0]) + smem_off;
-      ms.q4 = uint32_t(2 * col0);  // col0 = 2q: the pair's byte offset in its 16-byte chunk
+      const uint32_t q4 = uint32_t(2 * col0);  // col0 = 2q: the pair's byte offset in its 16-byte chunk
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         const int lr = local_row[r];  // 0..127
-        ms.a0q[r] = smem_mask + uint32_t(lr) * 256 + (uint32_t(lr & 7) << 4) + ms.q4;
-        ms.extra[r] = smem_extra + uint32_t(lr) * 4;
-        // Parity of the row start's element address (key0 is even): as the producer computes it.
-        const uintptr_t start = reinterpret_cast<uintptr_t>(kp.mask) +
-                                2 * uintptr_t(int64_t(batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride);
-        ms.sel[r] = ((start >> 1) & 1) ? 0x5432u : 0x3210u;
+        ms.a0q[r] = smem_mask + uint32_t(lr) * 256 + (uint32_t(lr & 7) << 4) + q4;
       }
     }
 
@@ -893,12 +840,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         if constexpr (kMaskSmem) {                                                                                \
           if (load_mask && kp.mask != nullptr) {                                                                  \
             pipe_m.consumer_wait(st_m);                                                                           \
-            if (kp.mask_vec16)                                                                                    \
-              softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &ms,  \
-                                                   st_m.index());                                                 \
-            else                                                                                                  \
-              softmax_tile<true, kMaskSmemShifted>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &ms,  \
-                                                   st_m.index());                                                 \
+            softmax_tile<true, kMaskSmemAligned>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &ms,    \
+                                                 st_m.index());                                                   \
             pipe_m.consumer_release(st_m);                                                                        \
             ++st_m;                                                                                               \
             return;                                                                                               \
@@ -1191,7 +1134,6 @@ inline AttentionStatus launch(const AttentionParams& p) {
       0,
       0,
       p.mask_batch_stride == 0,
-      false,
       0,
       kQBytes,
       CUtensorMap{},
@@ -1235,11 +1177,11 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
   static const bool simple_loop = env_flag("VLATTN_ATTN_SIMPLE", false);
   // MIXED mask tiles: staged in shared memory by the producer's idle warps when the mask is 16-byte
-  // aligned (aligned layout), else read element-wise from global memory. The shifted smem layout
-  // (4-byte copies) lost to the global loads on the H200 (2026-11-30, 007 attention, cold L2:
-  // [B=1,S=613] 45.6 vs 34.6 us, [B=32,S=541] 701 vs 693; aligned shapes gained, [B=4,S=256]
-  // 39.8 -> 26.3). VLATTN_ATTN_MASK_SMEM (read once): 0 = never stage, 2 = stage unaligned masks too
-  // (shifted layout; diagnosis and tests). Every choice gives the same bits.
+  // aligned, else read element-wise from global memory ([B=4,S=256] 39.8 -> 26.3 us staged, H200
+  // 2026-11-30). VLATTN_ATTN_MASK_SMEM (read once): 0 = never stage, 1 (default) or 2 = stage aligned
+  // masks (2 staged unaligned ones too in a "shifted" layout, which lost to the global loads: [B=1,S=613]
+  // 45.6 vs 34.6 us, [B=32,S=541] 684-717 vs 543-548; removed in the twentieth session). Every choice
+  // gives the same bits.
   static const int mask_smem = static_cast<int>(env_int("VLATTN_ATTN_MASK_SMEM", 1));
   // VLATTN_ATTN_LEAN_ZERO (read once): 0 = every masked-path tile checks its keys, 1 (default) = the
   // kernels built with kLean skip the checks on ZERO tiles inside the keys and below the causal diagonal,
@@ -1248,8 +1190,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   static const int lean_zero = static_cast<int>(env_int("VLATTN_ATTN_LEAN_ZERO", 1));
   kp.lean_zero = lean_zero >= 1;
   const bool lean_staged = lean_zero >= 2 || (lean_zero == 1 && attn_rules::lean_staged_pays(p));
-  kp.mask_vec16 = mask_vec16(p);
-  bool stage_mask = p.mask != nullptr && (mask_smem >= 2 || (mask_smem == 1 && kp.mask_vec16));
+  bool stage_mask = p.mask != nullptr && mask_smem >= 1 && mask_vec16(p);
 
   // GQA packing (VLATTN_ATTN_PACK, read once; attn_rules::pack_plan): 0 (default) never, 1 when it
   // makes fewer units, 2 whenever eligible. Every choice gives the same bits: a row's arithmetic and
