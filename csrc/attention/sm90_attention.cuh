@@ -821,7 +821,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     // per-unit staged-mask kernel spill 100 B then: so it is forced inline only where the heuristic
     // fails. It fails in the per-unit staged-mask kernel built with kLean too (a 560-byte frame, 2026-12-01);
     // forced inline there, ptxas spills 16 B, and the S 256 shapes ran ~10% slower than without kLean
-    // (bench/NOTES.md nineteenth session): hence the two builds of that kernel.
+    // (bench/NOTES.md nineteenth session): hence the two builds of that kernel. (Those spills came with a
+    // consumer loop that peeled its first tile, i.e. inlined every variant twice, and a second staged mask
+    // layout; with one loop and one layout, twentieth session, ptxas spills nothing in any kernel.)
 #define VLATTN_SOFTMAX_STEP(INLINE) \
     [&](int n) INLINE { \
       const int key0 = n * kBN;                                                                                   \
@@ -920,32 +922,28 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // once S_i (committed first) is done; O is rescaled only after wait<0> (PV_{i-1} landed), and P's
       // registers are overwritten only then (the RS wgmma reads them until it completes).
       PipeState st_v = st_k;
+      // One loop for every tile (the softmax step's variants are inlined once, not once more for a peeled
+      // first tile): the first tile has no P V to issue or wait for and no O to rescale.
+      bool first = true;
       int n = walk.next(0);
-      if (n < n_tiles) {
-        if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
+      if (n < n_tiles && consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
+#pragma unroll 1
+      for (; n < n_tiles; n = walk.next(n + 1)) {
         pipe_k.consumer_wait(st_k);
+        if (!first) pipe_v.consumer_wait(st_v);
         turn_wait();
         issue_qk(st_k.index());
+        if (!first) issue_pv(st_v.index());
         turn_pass(false);
-        warpgroup_wait<0>();
+        if (first)
+          warpgroup_wait<0>();
+        else
+          warpgroup_wait<1>();
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(st_k);
         ++st_k;
-        softmax(n);  // O is still 0: its rescale is moot
-        convert_p();
-
-        for (n = walk.next(n + 1); n < n_tiles; n = walk.next(n + 1)) {
-          pipe_k.consumer_wait(st_k);
-          pipe_v.consumer_wait(st_v);
-          turn_wait();
-          issue_qk(st_k.index());
-          issue_pv(st_v.index());
-          turn_pass(false);
-          warpgroup_wait<1>();
-          warpgroup_fence_operand(tSrS);
-          pipe_k.consumer_release(st_k);
-          ++st_k;
-          softmax(n);
+        softmax(n);
+        if (!first) {
           warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
           // Keep P's registers live until the RS wgmma that reads them asynchronously has completed:
@@ -954,9 +952,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           pipe_v.consumer_release(st_v);
           ++st_v;
           rescale_o();
-          convert_p();
         }
-
+        convert_p();
+        first = false;
+      }
+      if (!first) {
         pipe_v.consumer_wait(st_v);
         turn_wait();
         issue_pv(st_v.index());
