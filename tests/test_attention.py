@@ -325,6 +325,27 @@ def test_skip_on_off_summary_paths(mask_kind, seqlen, width):
 
 
 @requires_sm90
+@pytest.mark.parametrize("mask_kind", ["causal_min", "causal_inf", "causal_min_padded"])
+@pytest.mark.parametrize("batch,seqlen,width", [(2, 1024, 1024), (8, 541, 541), (2, 300, 700)])
+def test_causal_tiles_skip_on_off(mask_kind, batch, seqlen, width):
+    """CAUSAL summary tiles (0 on and below the diagonal, <= -2^100 above: the benchmark's mask) are applied
+    as the causal predicate without loading them where every row of the block has a live key; with skip off
+    (no pre-pass) they are loaded and added. Same bits, on the default rules' kernels with 28/4 heads: the
+    per-unit staged kernel's kLean build (B2 S1024: 448 CTAs, 8 key tiles), the persistent grid with the
+    global mask path (B8 S541: 1120 units) and a non-square mask (Sq 300 < Sk 700: key tiles 3-5 dead).
+    causal_min_padded also masks batch 0's last 40 rows everywhere (bf16 min: rows with no live key), which
+    keeps their blocks on the loading path while the other blocks take the predicate."""
+    q, k, v = qkv(batch, 28, 4, seqlen, width)
+    mask = make_mask("causal_inf" if mask_kind == "causal_inf" else "causal_min", batch, seqlen, width)
+    if mask_kind == "causal_min_padded":
+        mask[0, :, seqlen - 40:, :] = BF16_MIN
+    on = attention(q, k, v, mask, skip=True)
+    off = attention(q, k, v, mask, skip=False)
+    assert torch.isfinite(on).all()
+    assert torch.equal(on, off)
+
+
+@requires_sm90
 @pytest.mark.parametrize("mask_kind", ["blocky", "blocky_dead_row"])
 @pytest.mark.parametrize("skip", [True, False])
 def test_blocky_masks(mask_kind, skip, highest_fp32_matmul):

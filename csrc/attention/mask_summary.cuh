@@ -3,6 +3,10 @@
 // For every (mask batch b, q-block m, key tile n) of kBlockM x kBlockN mask entries it records a kind:
 //   DEAD  every visible entry <= tau_dead = -2^100 (includes bf16 min and -inf)
 //   ZERO  every visible entry == 0 (the attention kernel skips the mask loads and the add)
+//   CAUSAL every visible entry (i, j) with j <= i is 0 and every one with j > i is <= tau_dead: a causal
+//         mask's diagonal tile. Where the block's rows are all live the attention kernel applies it as
+//         the causal predicate (key > row -> -inf) without loading it: a dead key's probability is 0
+//         and it never sets the row max, either way (the same argument as for DEAD tiles, below).
 //   MIXED anything else
 // and, per (b, m, chunk of key tiles), a 128-bit set of the rows that have at least one visible key with
 // mask >= tau_live = -2^99 ("live" keys) in that chunk; the attention kernel ORs the chunks' sets.
@@ -28,7 +32,7 @@
 namespace vlattn {
 namespace attn_sm90 {
 
-enum TileKind : uint8_t { kTileDead = 0, kTileZero = 1, kTileMixed = 2 };
+enum TileKind : uint8_t { kTileDead = 0, kTileZero = 1, kTileMixed = 2, kTileCausal = 3 };
 
 constexpr float kTauDead = -1.2676506002282294e30f;  // -2^100
 constexpr float kTauLive = -6.338253001141147e29f;   // -2^99
@@ -83,7 +87,7 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
   static_assert(kBlockM == 128 && kBlockN == 128, "16 slots x 8 columns, 16 row lanes x 8 row groups");
   constexpr int kSlots = 16, kRowGroups = kBlockM / (kSummaryThreads / kSlots);  // 8
   constexpr int kWarps = kSummaryThreads / 32;
-  __shared__ uint8_t tile_flags[kSummaryMaxTilesPerChunk][kWarps];  // bit 0 dead, bit 1 zero
+  __shared__ uint8_t tile_flags[kSummaryMaxTilesPerChunk][kWarps];  // bit 0 dead, bit 1 zero, bit 2 causal
   __shared__ uint8_t row_live[kSummaryThreads / kSlots];             // bit g: row rsub + 16 g
 
   // launch/pdl.h: no global memory access before pdl_enter(), except reading a settled mask. The
@@ -105,7 +109,8 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
   uint32_t live_bits = 0;  // bit g: row row_base + 16 g has a live visible key in this chunk
   for (int n = n_begin; n < n_end; ++n) {
     const int col0 = n * kBlockN;
-    bool dead = true, zero = true;
+    // Bit 0: every visible entry dead, bit 1: zero, bit 2: causal (one register for the three).
+    uint32_t kind_bits = 7u;
     // Causal: a tile wholly right of the block's last row has no visible entry (kind DEAD, like the
     // element-wise rule gives); nothing to load.
     if (!(p.causal && col0 > last_row)) {
@@ -128,8 +133,10 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
             const int j = col0 + 8 * slot + e;
             const bool visible = i < p.seqlen_q && !(p.causal && j > i);
             const float x = __uint_as_float(e % 2 == 0 ? (w[e / 2] << 16) : (w[e / 2] & 0xffff0000u));
-            dead &= !visible || x <= kTauDead;
-            zero &= !visible || x == 0.f;
+            if (visible) {
+              const bool is_dead = x <= kTauDead, is_zero = x == 0.f;
+              kind_bits &= uint32_t(is_dead) | uint32_t(is_zero) << 1 | uint32_t(j <= i ? is_zero : is_dead) << 2;
+            }
             live |= visible && x >= kTauLive;
           }
           live_bits |= uint32_t(live) << g;
@@ -160,8 +167,10 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
               const int j = col0 + slot + 16 * e;
               const bool visible = i < p.seqlen_q && j < p.seqlen_k && !(p.causal && j > i);
               const float x = __uint_as_float(uint32_t(v[gg][e]) << 16);
-              dead &= !visible || x <= kTauDead;
-              zero &= !visible || x == 0.f;
+              if (visible) {
+                const bool is_dead = x <= kTauDead, is_zero = x == 0.f;
+                kind_bits &= uint32_t(is_dead) | uint32_t(is_zero) << 1 | uint32_t(j <= i ? is_zero : is_dead) << 2;
+              }
               live |= visible && x >= kTauLive;
             }
             live_bits |= uint32_t(live) << g;
@@ -169,9 +178,9 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
         }
       }
     }
-    const bool warp_dead = __all_sync(0xffffffffu, dead);
-    const bool warp_zero = __all_sync(0xffffffffu, zero);
-    if (lane == 0) tile_flags[n - n_begin][warp] = uint8_t(warp_dead) | uint8_t(warp_zero) << 1;
+    // AND over the warp: a bit survives only if no lane cleared it.
+    const uint32_t cleared = __reduce_or_sync(0xffffffffu, ~kind_bits & 7u);
+    if (lane == 0) tile_flags[n - n_begin][warp] = uint8_t(~cleared & 7u);
   }
   // OR the live bits over the 16 slots of each row (a half-warp).
 #pragma unroll
@@ -182,10 +191,11 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
 
   const int64_t block = int64_t(b) * p.m_blocks + m;
   if (t < n_end - n_begin) {
-    uint8_t all = 3;
+    uint8_t all = 7;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) all &= tile_flags[t][w];
-    p.kinds[block * p.n_blocks + n_begin + t] = (all & 1) ? kTileDead : ((all & 2) ? kTileZero : kTileMixed);
+    p.kinds[block * p.n_blocks + n_begin + t] =
+        (all & 1) ? kTileDead : (all & 2) ? kTileZero : (all & 4) ? kTileCausal : kTileMixed;
   }
   if (warp == 0) {
     // Word w, bit l: local row 32 w + l = rsub + 16 g with rsub = l % 16, g = 2 w + l / 16.

@@ -417,7 +417,12 @@ struct MaskSmemThread {
 // kMaybeCausal: false compiles the causal test out (the 176-key kernels never run causal).
 // kKeyChecks = false: a tile whose keys are all < Sk and all visible under the causal flag (no per-key
 // checks; with load_mask false the same arithmetic as with them, so the same bits).
-template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true, class FragS>
+// kForceCausal: keys past the row get -inf as under the causal flag (a CAUSAL summary tile: its mask is 0
+// on and below the diagonal, <= -2^100 above it, in a block whose rows all have a live key: those keys'
+// probabilities are exactly 0 either way and they never set the row max, so the bits are the same as
+// loading and adding the tile).
+template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true,
+          bool kForceCausal = false, class FragS>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
                                  int col0, int key0, const KernelArgs& kp,
                                  const uint16_t* const (&mask_row)[2], bool load_mask,
@@ -449,7 +454,8 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
             x = __fmul_rn(s(i), kp.scale);
             if (load_mask) x = __fadd_rn(x, __uint_as_float(c == 0 ? pair << 16 : pair & 0xffff0000u));
           }
-          if (kKeyChecks && (key >= kp.seqlen_k || (kMaybeCausal && kp.causal && key > row[r]))) x = kNegInf;
+          if (kKeyChecks && (key >= kp.seqlen_k || (kMaybeCausal && (kForceCausal || kp.causal) && key > row[r])))
+            x = kNegInf;
           s(i) = x;
           mx = fmaxf(mx, x);
         }
@@ -528,6 +534,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   // The 176-key kernels run without a mask and without the causal flag (attn_rules::wide_allowed): their
   // softmax has no mask or causal code at all.
   constexpr bool kPlain = kBN != C::kBlockN;
+  // Kernels that apply CAUSAL tiles (summary kind: a causal mask's diagonal tile) as the causal
+  // predicate without loading them: the kernels that launch with a mask (the launcher runs the pipelined
+  // ones without kLean only without a mask), but for the per-unit staged-mask kernel's build without
+  // kLean, whose softmax step NVVM then leaves as a call (a 544-byte frame, 2026-12-01): it loads those
+  // tiles like MIXED ones, which gives the same bits.
+  constexpr bool kCausalTiles = !kPlain && (kLean || !kPipelined);
   extern __shared__ __align__(1024) char smem_buf[];
   SharedStorage<kBN, kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kBN, kMaskSmem>*>(smem_buf);
 
@@ -654,7 +666,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             kp.mask + int64_t(wu.batch) * kp.mask_batch_stride + int64_t(row0) * kp.mask_row_stride;
 #pragma unroll 1
         for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
-          if (walk.kind(n) == kTileZero) continue;
+          const int kind = walk.kind(n);
+          if (kind == kTileZero || (kCausalTiles && kind == kTileCausal && walk.skip_dead)) continue;  // as the consumers
           // The ring's barriers by their shared addresses (not through pipe_m's 64-bit generic
           // pointers: this loop runs in kProducerRegsMaskSmem registers).
           cutlass::arch::ClusterBarrier::wait(reinterpret_cast<uint64_t const*>(&ss.pipe_m.empty_barrier_[st.index()]),
@@ -838,7 +851,17 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         return;                                                                                                   \
       }                                                                                                           \
       if (masked) {                                                                                               \
-        const bool load_mask = walk.kind(n) != kTileZero;                                                         \
+        const int kind = walk.kind(n);                                                                            \
+        const bool load_mask = kind != kTileZero;                                                                 \
+        /* A CAUSAL tile (summary kind) in a block whose rows are all live: the causal predicate, no mask      \
+           loads (its own instantiation, so the other paths' code stays as it was). */                        \
+        if constexpr (kCausalTiles) {                                                                             \
+          if (kind == kTileCausal && walk.skip_dead) {                                                            \
+            softmax_tile<true, kMaskGlobal, true, true, true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,  \
+                                                              false);                                             \
+            return;                                                                                               \
+          }                                                                                                       \
+        }                                                                                                         \
         if constexpr (kMaskSmem) {                                                                                \
           if (load_mask && kp.mask != nullptr) {                                                                  \
             pipe_m.consumer_wait(st_m);                                                                           \
