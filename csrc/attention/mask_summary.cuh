@@ -27,15 +27,12 @@
 
 #include <cstdint>
 
+#include "attention/mask_kinds.h"
 #include "launch/pdl.h"
 
 namespace vlattn {
 namespace attn_sm90 {
 
-enum TileKind : uint8_t { kTileDead = 0, kTileZero = 1, kTileMixed = 2, kTileCausal = 3 };
-
-constexpr float kTauDead = -1.2676506002282294e30f;  // -2^100
-constexpr float kTauLive = -6.338253001141147e29f;   // -2^99
 constexpr int kLiveWordsPerBlock = 4;                 // 128 rows -> 4 x 32-bit row sets (one uint4)
 constexpr int kSummaryThreads = 256;
 constexpr int kSummaryMaxTilesPerChunk = 64;          // shared-memory flags per CTA
@@ -110,7 +107,7 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
   for (int n = n_begin; n < n_end; ++n) {
     const int col0 = n * kBlockN;
     // Bit 0: every visible entry dead, bit 1: zero, bit 2: causal (one register for the three).
-    uint32_t kind_bits = 7u;
+    uint32_t kind_bits = kKindBitsAll;
     // Causal: a tile wholly right of the block's last row has no visible entry (kind DEAD, like the
     // element-wise rule gives); nothing to load.
     if (!(p.causal && col0 > last_row)) {
@@ -133,11 +130,8 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
             const int j = col0 + 8 * slot + e;
             const bool visible = i < p.seqlen_q && !(p.causal && j > i);
             const float x = __uint_as_float(e % 2 == 0 ? (w[e / 2] << 16) : (w[e / 2] & 0xffff0000u));
-            if (visible) {
-              const bool is_dead = x <= kTauDead, is_zero = x == 0.f;
-              kind_bits &= uint32_t(is_dead) | uint32_t(is_zero) << 1 | uint32_t(j <= i ? is_zero : is_dead) << 2;
-            }
-            live |= visible && x >= kTauLive;
+            if (visible) kind_bits &= entry_kind_bits(x, i, j);
+            live |= visible && entry_live(x);
           }
           live_bits |= uint32_t(live) << g;
         }
@@ -167,11 +161,8 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
               const int j = col0 + slot + 16 * e;
               const bool visible = i < p.seqlen_q && j < p.seqlen_k && !(p.causal && j > i);
               const float x = __uint_as_float(uint32_t(v[gg][e]) << 16);
-              if (visible) {
-                const bool is_dead = x <= kTauDead, is_zero = x == 0.f;
-                kind_bits &= uint32_t(is_dead) | uint32_t(is_zero) << 1 | uint32_t(j <= i ? is_zero : is_dead) << 2;
-              }
-              live |= visible && x >= kTauLive;
+              if (visible) kind_bits &= entry_kind_bits(x, i, j);
+              live |= visible && entry_live(x);
             }
             live_bits |= uint32_t(live) << g;
           }
@@ -179,8 +170,8 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
       }
     }
     // AND over the warp: a bit survives only if no lane cleared it.
-    const uint32_t cleared = __reduce_or_sync(0xffffffffu, ~kind_bits & 7u);
-    if (lane == 0) tile_flags[n - n_begin][warp] = uint8_t(~cleared & 7u);
+    const uint32_t cleared = __reduce_or_sync(0xffffffffu, ~kind_bits & kKindBitsAll);
+    if (lane == 0) tile_flags[n - n_begin][warp] = uint8_t(~cleared & kKindBitsAll);
   }
   // OR the live bits over the 16 slots of each row (a half-warp).
 #pragma unroll
@@ -191,11 +182,10 @@ __global__ void __launch_bounds__(kSummaryThreads) mask_summary_kernel(const Mas
 
   const int64_t block = int64_t(b) * p.m_blocks + m;
   if (t < n_end - n_begin) {
-    uint8_t all = 7;
+    uint32_t all = kKindBitsAll;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) all &= tile_flags[t][w];
-    p.kinds[block * p.n_blocks + n_begin + t] =
-        (all & 1) ? kTileDead : (all & 2) ? kTileZero : (all & 4) ? kTileCausal : kTileMixed;
+    p.kinds[block * p.n_blocks + n_begin + t] = tile_kind(all);
   }
   if (warp == 0) {
     // Word w, bit l: local row 32 w + l = rsub + 16 g with rsub = l % 16, g = 2 w + l / 16.

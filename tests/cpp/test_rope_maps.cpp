@@ -1,6 +1,7 @@
 // Host unit tests for csrc/kernels/rope.h (RoPE channel maps), csrc/kernels/gemm_config.h (config
 // legality), csrc/attention/attention_rules.h and csrc/qkv/qkv_config.h (the attention launch rules and
 // the fused QKV config rule on the workload shapes). Driven by tests/test_cpp.py: `--list` prints case names, `NAME` runs one.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "attention/attention_rules.h"
+#include "attention/mask_kinds.h"
 #include "kernels/gemm_config.h"
 #include "kernels/rope.h"
 #include "qkv/qkv_config.h"
@@ -325,6 +327,77 @@ bool rope_pass_runs(std::string& err) {
   return true;
 }
 
+// ---- mask tile kinds (attention/mask_kinds.h): the pre-pass's rule, entry by entry and per tile ----
+constexpr float kBf16Min = -3.3895313892515355e38f;
+
+// Entries of single values at (row i, key j).
+bool mask_kinds_entries(std::string& err) {
+  using namespace attn_sm90;
+  // Zero below / on the diagonal keeps ZERO and CAUSAL; -0 counts as zero.
+  EXPECT(entry_kind_bits(0.f, 5, 5) == 6u);
+  EXPECT(entry_kind_bits(-0.f, 5, 2) == 6u);
+  // Zero above the diagonal keeps ZERO only.
+  EXPECT(entry_kind_bits(0.f, 5, 6) == 2u);
+  // Dead values above the diagonal keep DEAD and CAUSAL; below it DEAD only.
+  for (float dead : {kTauDead, kBf16Min, -INFINITY}) {
+    EXPECT(entry_kind_bits(dead, 5, 6) == 5u);
+    EXPECT(entry_kind_bits(dead, 5, 5) == 1u);
+  }
+  // Just above tau_dead (-2^99: live) or any other value keeps nothing.
+  EXPECT(entry_kind_bits(kTauLive, 5, 6) == 0u);
+  EXPECT(entry_kind_bits(1.f, 5, 5) == 0u);
+  EXPECT(entry_kind_bits(-1e-30f, 5, 2) == 0u);
+  EXPECT(entry_live(kTauLive) && entry_live(0.f) && !entry_live(kTauDead) && !entry_live(-INFINITY));
+  // Precedence of the AND-ed bits.
+  EXPECT(tile_kind(kKindBitsAll) == kTileDead);
+  EXPECT(tile_kind(6u) == kTileZero);
+  EXPECT(tile_kind(5u) == kTileDead);
+  EXPECT(tile_kind(4u) == kTileCausal);
+  EXPECT(tile_kind(2u) == kTileZero);
+  EXPECT(tile_kind(0u) == kTileMixed);
+  return true;
+}
+
+// A 128 x 128 tile (q-block m, key tile n) of a mask given as a function, classified as the pre-pass
+// does: entries outside Sq x Sk and, under the causal flag, right of the diagonal are not visible.
+template <class F>
+attn_sm90::TileKind classify(F mask, int m, int n, int sq, int sk, bool causal) {
+  uint32_t bits = attn_sm90::kKindBitsAll;
+  for (int i = 128 * m; i < 128 * m + 128; ++i)
+    for (int j = 128 * n; j < 128 * n + 128; ++j)
+      if (i < sq && j < sk && !(causal && j > i)) bits &= attn_sm90::entry_kind_bits(mask(i, j), i, j);
+  return attn_sm90::tile_kind(bits);
+}
+
+bool mask_kinds_tiles(std::string& err) {
+  using namespace attn_sm90;
+  auto causal_min = [](int i, int j) { return j > i ? kBf16Min : 0.f; };
+  auto causal_inf = [](int i, int j) { return j > i ? -INFINITY : 0.f; };
+  // The benchmark's mask (S 541): diagonal tiles CAUSAL, below ZERO, above DEAD, the Sk tail's diagonal too.
+  for (int m = 0; m < 5; ++m)
+    for (int n = 0; n < 5; ++n) {
+      const TileKind want = n == m ? kTileCausal : n < m ? kTileZero : kTileDead;
+      EXPECT(classify(causal_min, m, n, 541, 541, false) == want);
+      EXPECT(classify(causal_inf, m, n, 541, 541, false) == want);
+    }
+  // Under the causal flag the diagonal's upper part is not visible: ZERO.
+  EXPECT(classify(causal_min, 1, 1, 541, 541, true) == kTileZero);
+  EXPECT(classify(causal_min, 0, 1, 541, 541, true) == kTileDead);  // nothing visible
+  // Not causal-shaped: a live value above the diagonal, a nonzero one below, a shifted diagonal.
+  EXPECT(classify([&](int i, int j) { return (i == 3 && j == 90) ? kTauLive : causal_min(i, j); }, 0, 0, 541, 541,
+                  false) == kTileMixed);
+  EXPECT(classify([&](int i, int j) { return (i == 90 && j == 3) ? 0.5f : causal_min(i, j); }, 0, 0, 541, 541,
+                  false) == kTileMixed);
+  EXPECT(classify([](int i, int j) { return j > i + 1 ? kBf16Min : 0.f; }, 0, 0, 541, 541, false) == kTileMixed);
+  // -0 below the diagonal and tau_dead above: CAUSAL; a non-square mask (Sq 300, Sk 700): q-block 2's tile 2.
+  EXPECT(classify([](int i, int j) { return j > i ? kTauDead : -0.f; }, 1, 1, 541, 541, false) == kTileCausal);
+  EXPECT(classify(causal_min, 2, 2, 300, 700, false) == kTileCausal);
+  EXPECT(classify(causal_min, 2, 3, 300, 700, false) == kTileDead);
+  // All zero: ZERO everywhere (the diagonal's upper zeros keep ZERO, not CAUSAL).
+  EXPECT(classify([](int, int) { return 0.f; }, 1, 1, 541, 541, false) == kTileZero);
+  return true;
+}
+
 const Case kCases[] = {
     {"mrope_seed_split", mrope_seed_split},
     {"mrope_hf_split_pairs_share_plane", mrope_hf_split_pairs_share_plane},
@@ -340,6 +413,8 @@ const Case kCases[] = {
     {"attention_block_n_rule", attention_block_n_rule},
     {"qkv_auto_rule", qkv_auto_rule},
     {"rope_pass_runs", rope_pass_runs},
+    {"mask_kinds_entries", mask_kinds_entries},
+    {"mask_kinds_tiles", mask_kinds_tiles},
 };
 
 }  // namespace
