@@ -331,7 +331,8 @@ def test_causal_tiles_skip_on_off(mask_kind, batch, seqlen, width):
     """CAUSAL summary tiles (0 on and below the diagonal, <= -2^100 above: the benchmark's mask) are applied
     as the causal predicate without loading them where every row of the block has a live key; with skip off
     (no pre-pass) they are loaded and added. Same bits, on the default rules' kernels with 28/4 heads: the
-    per-unit staged kernel's kLean build (B2 S1024: 448 CTAs, 8 key tiles), the persistent grid with the
+    per-unit staged kernel's kLean build (B2 S1024: 448 CTAs, 8 key tiles; test_lean_zero_switch_bitwise
+    covers the build without kLean against it), the persistent grid with the
     global mask path (B8 S541: 1120 units) and a non-square mask (Sq 300 < Sk 700: key tiles 3-5 dead).
     causal_min_padded also masks batch 0's last 40 rows everywhere (bf16 min: rows with no live key), which
     keeps their blocks on the loading path while the other blocks take the predicate."""

@@ -536,10 +536,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   constexpr bool kPlain = kBN != C::kBlockN;
   // Kernels that apply CAUSAL tiles (summary kind: a causal mask's diagonal tile) as the causal
   // predicate without loading them: the kernels that launch with a mask (the launcher runs the pipelined
-  // ones without kLean only without a mask), but for the per-unit staged-mask kernel's build without
-  // kLean, whose softmax step NVVM then leaves as a call (a 544-byte frame, 2026-12-01): it loads those
-  // tiles like MIXED ones, which gives the same bits.
-  constexpr bool kCausalTiles = !kPlain && (kLean || !kPipelined);
+  // ones without kMaskSmem or kLean only without a mask). (With the first tile peeled, the per-unit
+  // staged kernel's build without kLean outlined its softmax step with this branch: a 544-byte frame.)
+  constexpr bool kCausalTiles = !kPlain && (kMaskSmem || kLean || !kPipelined);
   extern __shared__ __align__(1024) char smem_buf[];
   SharedStorage<kBN, kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kBN, kMaskSmem>*>(smem_buf);
 
