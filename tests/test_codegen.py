@@ -36,15 +36,30 @@ pytestmark = pytest.mark.skipif(NVCC is None or CUTLASS is None,
                                 reason="needs nvcc and the CUTLASS headers (nvidia-cutlass wheel)")
 
 
-def ptxas_report(tu: str, tmp_path: pathlib.Path) -> dict[str, tuple[int, int, int]]:
-    """{mangled kernel name: (stack frame bytes, spill store bytes, spill load bytes)} for one TU,
-    compiled with the build's device flags (scripts/build_flags.py)."""
+class PtxasReport(dict):
+    """{mangled kernel name: (stack frame bytes, spill store bytes, spill load bytes)}, plus ``serialized``:
+    the kernels whose wgmma ptxas serialized (C7513, "Potential Performance Loss: wgmma.mma_async
+    instructions are serialized ..."): each wgmma then waits for the previous one, which no functional test
+    sees (the bits are the same) and which cost the pipelined attention kernels 20-48% on the long 007
+    shapes (bench/NOTES.md twenty-first session)."""
+
+    def __init__(self):
+        super().__init__()
+        self.serialized: set[str] = set()
+
+
+def ptxas_report(tu: str, tmp_path: pathlib.Path) -> PtxasReport:
+    """The ptxas -v report of one TU, compiled with the build's device flags (scripts/build_flags.py)."""
     cmd = [NVCC, *FLAGS.DEVICE_FLAGS, "-Xptxas=-v", f"-I{ROOT / 'csrc'}", f"-I{CUTLASS / 'include'}",
            f"-I{CUTLASS / 'tools' / 'util' / 'include'}", "-cubin", "-o", str(tmp_path / "tu.cubin"), str(ROOT / tu)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, f"nvcc {tu} failed:\n{result.stderr[-4000:]}"
-    report, current = {}, None
+    report, current = PtxasReport(), None
     for line in result.stderr.splitlines():
+        m = re.search(r"C7513\).*wgmma.*serialized.*in the function '(\S+)'", line)
+        if m:
+            report.serialized.add(m.group(1))
+            continue
         m = re.search(r"Function properties for (\S+)", line)
         if m:
             current = m.group(1)
@@ -94,11 +109,12 @@ def qkv_report(tmp_path_factory):
 
 
 # (kBN, kPipelined, kMaskSmem, kPersistent, kLean) -> (stack frame, spill stores, spill loads) allowed.
-# None may touch local memory. Until the twentieth session the pipelined consumer loop peeled its first
-# key tile, so every softmax variant was inlined twice: the staged-mask kernels carried 8-16 B of spills
-# (28-36 B in the persistent one) and the 176-key kernels, whose 64 x 176 score tile, P and O fill 240
-# registers, kept 8-32 B in local memory. With one loop for every tile and without the shifted mask
-# layout the kernels are 25-51% smaller (SASS) and ptxas keeps everything in registers.
+# Until the twentieth session the pipelined consumer loop peeled its first key tile, so every softmax
+# variant was inlined twice: the staged-mask kernels carried 16-36 B of spills and the 176-key kernels,
+# whose 64 x 176 score tile, P and O fill 240 registers, 8-28 B. One loop for every tile (rotated so that
+# every wgmma in it is issued on every trip: see test_attention_kernels_wgmma_not_serialized) and no shifted
+# mask layout: the kernels are 25-46% smaller (SASS), and two still keep a few words in local memory, the
+# persistent staged-mask kernel (28/44 B) and the per-unit 176-key kernel (20/24 B).
 ATTENTION_BUDGET = {
     (128, 1, 0, 0, 0): (0, 0, 0),
     (128, 1, 0, 0, 1): (0, 0, 0),
@@ -106,10 +122,10 @@ ATTENTION_BUDGET = {
     (128, 1, 1, 0, 1): (0, 0, 0),
     (128, 1, 0, 1, 0): (0, 0, 0),
     (128, 1, 0, 1, 1): (0, 0, 0),
-    (128, 1, 1, 1, 1): (0, 0, 0),
+    (128, 1, 1, 1, 1): (24, 28, 44),
     (128, 0, 0, 0, 0): (0, 0, 0),
     (128, 0, 1, 0, 1): (0, 0, 0),
-    (176, 1, 0, 0, 0): (0, 0, 0),
+    (176, 1, 0, 0, 0): (16, 20, 24),
     (176, 1, 0, 1, 0): (0, 0, 0),
 }
 
@@ -140,23 +156,31 @@ def test_attention_kernels_local_memory(attention_report):
             f"{got[1]}/{got[2]} B; budget {budget}")
 
 
+def test_attention_kernels_wgmma_not_serialized(attention_report):
+    """No attention kernel may have its wgmma serialized by ptxas. A consumer loop that issued P V under
+    `if (!first)` did that to every pipelined kernel while the functional tests passed (twenty-first session)."""
+    names = sorted(f"attention_kernel{_attention_kernel(n)}" if _attention_kernel(n) else n
+                   for n in attention_report.serialized)
+    assert not names, f"ptxas serialized the wgmma of: {names}"
+
+
 # (kBN, kPipelined, kMaskSmem, kPersistent, kLean) -> SASS instructions allowed (today's size + ~3%).
 # Code size is a speed property here: under ncu the staged-mask kernel (11328 instructions) spent 31% of
 # its stall samples at 007 B1 S1024 on "no instruction" against 16% for the no-mask kernel (5760)
 # (bench/NOTES.md twentieth session). Lower a budget when a kernel shrinks; raise one only with a
 # measurement that says the larger kernel is still as fast.
 ATTENTION_SASS_BUDGET = {
-    (128, 1, 0, 0, 0): 4330,
-    (128, 1, 0, 0, 1): 5270,
-    (128, 1, 1, 0, 0): 5840,
-    (128, 1, 1, 0, 1): 6310,
-    (128, 1, 0, 1, 0): 4450,
-    (128, 1, 0, 1, 1): 5530,
-    (128, 1, 1, 1, 1): 6410,
+    (128, 1, 0, 0, 0): 4230,
+    (128, 1, 0, 0, 1): 5440,
+    (128, 1, 1, 0, 0): 5960,
+    (128, 1, 1, 0, 1): 6390,
+    (128, 1, 0, 1, 0): 4390,
+    (128, 1, 0, 1, 1): 5450,
+    (128, 1, 1, 1, 1): 6720,
     (128, 0, 0, 0, 0): 4690,
     (128, 0, 1, 0, 1): 6160,
-    (176, 1, 0, 0, 0): 3880,
-    (176, 1, 0, 1, 0): 4010,
+    (176, 1, 0, 0, 0): 3910,
+    (176, 1, 0, 1, 0): 4030,
 }
 
 
@@ -175,6 +199,7 @@ def test_qkv_kernels_no_spills(qkv_report):
     for name, (frame, stores, loads) in kernels.items():
         assert stores == 0 and loads == 0, f"{name[:80]}...: spills {stores}/{loads} B"
         assert frame <= 48, f"{name[:80]}...: {frame} B stack frame (budget 48: the cosf/sinf slow path)"
+    assert not qkv_report.serialized, f"ptxas serialized the wgmma of: {sorted(qkv_report.serialized)}"
 
 
 @pytest.mark.parametrize("tu", ["csrc/qkv/qkv_gemm_epi_64x256pp.cu", "csrc/qkv/qkv_gemm_epi_128x256coop.cu"])
@@ -182,7 +207,9 @@ def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
     """The projection GEMMs with the RoPE epilogue in registers (qkv/gemm_rope_epi.h): two modes (table
     RoPE, none), no stack frame and no spills next to the 128 fp32 accumulators per thread (both rows'
     tables in flight at once spilled 56 B in a 128 x 256 cooperative variant)."""
-    kernels = {n: r for n, r in ptxas_report(tu, tmp_path).items() if "RopeStoreEpilogue" in n}
+    report = ptxas_report(tu, tmp_path)
+    assert not report.serialized, f"ptxas serialized the wgmma of: {sorted(report.serialized)}"
+    kernels = {n: r for n, r in report.items() if "RopeStoreEpilogue" in n}
     assert len(kernels) == 2, f"expected the kNone and kTable kernels, parsed {sorted(kernels)}"
     for name, (frame, stores, loads) in kernels.items():
         assert (frame, stores, loads) == (0, 0, 0), f"{name[-120:]}: {frame} B frame, spills {stores}/{loads} B"

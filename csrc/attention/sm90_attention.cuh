@@ -835,7 +835,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     // forced inline there, ptxas spills 16 B, and the S 256 shapes ran ~10% slower than without kLean
     // (bench/NOTES.md nineteenth session): hence the two builds of that kernel. (Those spills came with a
     // consumer loop that peeled its first tile, i.e. inlined every variant twice, and a second staged mask
-    // layout; with one loop and one layout, twentieth session, ptxas spills nothing in any kernel.)
+    // layout; with one loop and one layout, 2026-12-01, only the persistent staged-mask kernel (28/44 B) and
+    // the per-unit 176-key kernel (20/24 B) spill: tests/test_codegen.py holds each kernel to its budget.)
 #define VLATTN_SOFTMAX_STEP(INLINE) \
     [&](int n) INLINE { \
       const int key0 = n * kBN;                                                                                   \
@@ -944,41 +945,52 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // once S_i (committed first) is done; O is rescaled only after wait<0> (PV_{i-1} landed), and P's
       // registers are overwritten only then (the RS wgmma reads them until it completes).
       PipeState st_v = st_k;
-      // One loop for every tile (the softmax step's variants are inlined once, not once more for a peeled
-      // first tile): the first tile has no P V to issue or wait for and no O to rescale.
-      bool first = true;
+      // One loop for every tile, rotated so that the softmax step opens it (its variants are inlined
+      // once, not once more for a peeled first tile) and every wgmma inside it is issued on every trip:
+      // the first tile's S = Q K^T is issued before the loop, the last tile's P V after it. A loop that
+      // issued P V under `if (!first)` made ptxas serialize the wgmma of every pipelined kernel (C7513,
+      // tests/test_codegen.py; 20-48% slower on the long 007 shapes, H200 2026-12-01).
       int n = walk.next(0);
-      if (n < n_tiles && consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
-#pragma unroll 1
-      for (; n < n_tiles; n = walk.next(n + 1)) {
+      if (n < n_tiles) {
+        if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
         pipe_k.consumer_wait(st_k);
-        if (!first) pipe_v.consumer_wait(st_v);
         turn_wait();
         issue_qk(st_k.index());
-        if (!first) issue_pv(st_v.index());
         turn_pass(false);
-        if (first)
-          warpgroup_wait<0>();
-        else
-          warpgroup_wait<1>();
+        warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(st_k);
         ++st_k;
-        softmax(n);
-        if (!first) {
-          warpgroup_wait<0>();
+        bool first = true;
+#pragma unroll 1
+        while (true) {
+          softmax(n);
+          warpgroup_wait<0>();  // PV_{n-1} (nothing in flight on the first tile)
           warpgroup_fence_operand(tOrO);
           // Keep P's registers live until the RS wgmma that reads them asynchronously has completed:
           // without this the compiler may hand them to the softmax above as temporaries.
           warpgroup_fence_operand(tOrP);
-          pipe_v.consumer_release(st_v);
-          ++st_v;
-          rescale_o();
+          if (!first) {  // the first tile: O is still 0 and its rescale is moot
+            pipe_v.consumer_release(st_v);
+            ++st_v;
+            rescale_o();
+          }
+          convert_p();
+          first = false;
+          const int next = walk.next(n + 1);
+          if (next >= n_tiles) break;
+          n = next;
+          pipe_k.consumer_wait(st_k);
+          pipe_v.consumer_wait(st_v);
+          turn_wait();
+          issue_qk(st_k.index());
+          issue_pv(st_v.index());
+          turn_pass(false);
+          warpgroup_wait<1>();
+          warpgroup_fence_operand(tSrS);
+          pipe_k.consumer_release(st_k);
+          ++st_k;
         }
-        convert_p();
-        first = false;
-      }
-      if (!first) {
         pipe_v.consumer_wait(st_v);
         turn_wait();
         issue_pv(st_v.index());
