@@ -118,23 +118,30 @@ ATTENTION_BUDGET = {
 }
 
 
-def test_attention_kernels_local_memory(attention_report):
-    seen = set()
-    for name, (frame, stores, loads) in attention_report.items():
-        if "mask_summary_kernel" in name:
-            assert (frame, stores, loads) == (0, 0, 0), f"mask pre-pass: {frame} B frame, {stores}/{loads} B spills"
-            continue
+def _attention_budgets(measured: dict, budgets: dict, what: str) -> list:
+    """[(key, measured value, budget)] for every attention_kernel instantiation in ``measured`` ({mangled
+    name: value}); each must have a budget, and the instantiations must be exactly the budgeted ones."""
+    rows, seen = [], set()
+    for name, value in measured.items():
         key = _attention_kernel(name)
         if key is None:
             continue
         seen.add(key)
-        budget = ATTENTION_BUDGET.get(key)
-        assert budget is not None, f"attention_kernel{key} has no budget here: add one with its ptxas report"
-        got = (frame, stores, loads)
+        budget = budgets.get(key)
+        assert budget is not None, f"attention_kernel{key} has no {what} budget: add one ({value})"
+        rows.append((key, value, budget))
+    assert seen == set(budgets), f"instantiations changed: {sorted(seen)} vs {sorted(budgets)}"
+    return rows
+
+
+def test_attention_kernels_local_memory(attention_report):
+    for name, (frame, stores, loads) in attention_report.items():
+        if "mask_summary_kernel" in name:
+            assert (frame, stores, loads) == (0, 0, 0), f"mask pre-pass: {frame} B frame, {stores}/{loads} B spills"
+    for key, got, budget in _attention_budgets(attention_report, ATTENTION_BUDGET, "ptxas"):
         assert all(g <= b for g, b in zip(got, budget)), (
-            f"attention_kernel<kBN, pipelined, mask_smem, persistent, lean>={key}: stack frame {frame} B, spills "
-            f"{stores}/{loads} B; budget {budget}")
-    assert seen == set(ATTENTION_BUDGET), f"instantiations changed: {sorted(seen)} vs {sorted(ATTENTION_BUDGET)}"
+            f"attention_kernel<kBN, pipelined, mask_smem, persistent, lean>={key}: stack frame {got[0]} B, spills "
+            f"{got[1]}/{got[2]} B; budget {budget}")
 
 
 # (kBN, kPipelined, kMaskSmem, kPersistent, kLean) -> SASS instructions allowed (today's size + ~3%).
@@ -159,16 +166,9 @@ ATTENTION_SASS_BUDGET = {
 
 def test_attention_kernels_code_size(attention_report, attention_dir):
     """Every attention kernel's SASS within its budget (the cubin ptxas_report compiled)."""
-    seen = set()
-    for name, instructions in sass_instructions(attention_dir / "tu.cubin").items():
-        key = _attention_kernel(name)
-        if key is None:
-            continue
-        seen.add(key)
-        budget = ATTENTION_SASS_BUDGET.get(key)
-        assert budget is not None, f"attention_kernel{key} has no code-size budget: add one ({instructions} instructions)"
+    for key, instructions, budget in _attention_budgets(sass_instructions(attention_dir / "tu.cubin"),
+                                                        ATTENTION_SASS_BUDGET, "code-size"):
         assert instructions <= budget, f"attention_kernel{key}: {instructions} SASS instructions; budget {budget}"
-    assert seen == set(ATTENTION_SASS_BUDGET), f"instantiations changed: {sorted(seen)} vs {sorted(ATTENTION_SASS_BUDGET)}"
 
 
 def test_qkv_kernels_no_spills(qkv_report):
