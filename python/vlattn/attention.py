@@ -11,7 +11,8 @@ to bf16), except that a row whose keys are all -inf gives 0 where the reference 
 Environment: ``VLATTN_ATTN_SIMPLE=1`` (read once per process) selects the kernel's plain consumer loop
 (no softmax/GEMM overlap, no warpgroup ping-pong) for diagnosis; masks that are 16-byte aligned (pointer and
 strides) have their mixed tiles staged in shared memory, others are read element-wise from global memory;
-``VLATTN_ATTN_MASK_SMEM`` (read once per process) = 0 never stages, = 2 stages unaligned masks too. Results are bitwise identical either way.
+``VLATTN_ATTN_MASK_SMEM`` (read once per process) = 0 never stages (the value 2, which once also staged
+unaligned masks, now means the default). Results are bitwise identical either way.
 
 The op is ``torch.ops.vlattn.attention`` (schema in csrc/ops/attention.cpp); this module registers its
 fake (meta) implementation for torch.compile when the extension is loaded.
