@@ -54,8 +54,15 @@ def ptxas_report(tu: str, tmp_path: pathlib.Path) -> PtxasReport:
            f"-I{CUTLASS / 'tools' / 'util' / 'include'}", "-cubin", "-o", str(tmp_path / "tu.cubin"), str(ROOT / tu)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, f"nvcc {tu} failed:\n{result.stderr[-4000:]}"
+    report = parse_ptxas(result.stderr)
+    assert report, f"no ptxas report parsed for {tu}:\n{result.stderr[-2000:]}"
+    return report
+
+
+def parse_ptxas(stderr: str) -> PtxasReport:
+    """ptxas -v's stderr -> PtxasReport (test_ptxas_parser pins the line formats)."""
     report, current = PtxasReport(), None
-    for line in result.stderr.splitlines():
+    for line in stderr.splitlines():
         m = re.search(r"C7513\).*wgmma.*serialized.*in the function '(\S+)'", line)
         if m:
             report.serialized.add(m.group(1))
@@ -68,8 +75,29 @@ def ptxas_report(tu: str, tmp_path: pathlib.Path) -> PtxasReport:
         if m and current is not None:
             report[current] = tuple(int(v) for v in m.groups())
             current = None
-    assert report, f"no ptxas report parsed for {tu}:\n{result.stderr[-2000:]}"
     return report
+
+
+# ptxas's lines as CUDA 13.0 prints them (the C7513 line verbatim from the device build of 9d77ee6,
+# bench/runs/2026-12-01_9d77ee6_h200_ptxas_c7513.log).
+_PTXAS_SAMPLE = """\
+ptxas info    : Compiling entry function '_ZN6vlattn9attn_sm9016attention_kernelILi128ELb1ELb0ELb0ELb0EEEvNS0_12KernelParamsIXT_EEE' for 'sm_90a'
+ptxas info    : Function properties for _ZN6vlattn9attn_sm9016attention_kernelILi128ELb1ELb0ELb0ELb0EEEvNS0_12KernelParamsIXT_EEE
+    24 bytes stack frame, 28 bytes spill stores, 44 bytes spill loads
+ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions defining input registers of a wgmma between start and end of the pipeline stage in the function '_ZN6vlattn9attn_sm9016attention_kernelILi128ELb1ELb0ELb0ELb0EEEvNS0_12KernelParamsIXT_EEE'
+ptxas info    : Used 168 registers, used 1 barriers, 24 bytes cumulative stack size
+"""
+
+
+def test_ptxas_parser():
+    """The parser behind the spill, budget and C7513 tests reads each of ptxas's line kinds (a parser that
+    matched nothing would let those tests pass on any kernel)."""
+    report = parse_ptxas(_PTXAS_SAMPLE)
+    name = "_ZN6vlattn9attn_sm9016attention_kernelILi128ELb1ELb0ELb0ELb0EEEvNS0_12KernelParamsIXT_EEE"
+    assert report == {name: (24, 28, 44)}
+    assert report.serialized == {name}
+    assert _attention_kernel(name) == (128, 1, 0, 0, 0)
+    assert not parse_ptxas(_PTXAS_SAMPLE.replace("(C7513)", "(C7512)")).serialized
 
 
 def _attention_kernel(name: str) -> tuple[int, ...] | None:
