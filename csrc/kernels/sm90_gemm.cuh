@@ -22,6 +22,7 @@
 #include <cutlass/util/packed_stride.hpp>
 
 #include "kernels/gemm_config.h"
+#include "launch/cutlass_launch.h"
 #include "launch/gemm_params.h"
 #include "launch/host_trace.h"
 #include "launch/pdl.h"
@@ -39,27 +40,27 @@ void set_tile_order(SchedulerArgs& scheduler) {
 }
 
 // What GemmUniversalAdapter::initialize + run do, with the dynamic shared memory attribute set once
-// per device (launch/smem_attr.h) instead of on every call. With CUTLASS_ENABLE_GDC_FOR_SM90 (defined
-// by the instantiating TU) the kernel waits on its predecessor grid before touching memory, so it may
-// be launched with PDL (launch/pdl.h). The caller has checked the workspace size and can_implement.
+// per device (launch/smem_attr.h) instead of on every call, and the launch above. With
+// CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the instantiating TU) the kernel waits on its predecessor
+// grid before touching memory, so it may be launched with PDL (launch/pdl.h). The caller has checked
+// the workspace size and can_implement.
 template <class GemmKernel>
 GemmStatus launch_gemm_kernel(typename GemmKernel::Arguments const& args, int device, cudaStream_t stream,
                               void* workspace) {
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   if (!max_dynamic_smem_once<cutlass::device_kernel<GemmKernel>>(device, GemmKernel::SharedStorageSize))
     return GemmStatus::kInitFailed;
   VLATTN_HOST_MARK("gemm.args");
   if (GemmKernel::initialize_workspace(args, workspace, stream, nullptr) != cutlass::Status::kSuccess)
     return GemmStatus::kInitFailed;
   VLATTN_HOST_MARK("gemm.init_ws");
-  typename Gemm::Params params = GemmKernel::to_underlying_arguments(args, workspace);
+  typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, workspace);
   VLATTN_HOST_MARK("gemm.params");
 #if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
   const bool pdl = pdl_enabled();
 #else
   const bool pdl = false;
 #endif
-  if (Gemm::run(params, stream, nullptr, pdl) != cutlass::Status::kSuccess) return GemmStatus::kLaunchFailed;
+  if (launch_cutlass_kernel<GemmKernel>(params, stream, pdl) != cudaSuccess) return GemmStatus::kLaunchFailed;
   VLATTN_HOST_MARK("gemm.launch");
   return GemmStatus::kSuccess;
 }

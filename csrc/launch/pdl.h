@@ -56,11 +56,12 @@ inline bool pdl_enabled() {
   return enabled;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) with an optional cluster size along x (0: none)
-// and the PDL attribute (when enabled).
+// kernel<<<grid, block, smem, stream>>>(args...) with an optional cluster size along x (0: none; at
+// most 8, the portable size, so no cudaFuncAttributeNonPortableClusterSizeAllowed is needed) and, if
+// `pdl`, the PDL attribute. One driver call: nothing else on the host path of a launch.
 template <class... Params, class... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                       unsigned cluster_x, Args&&... args) {
+cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      unsigned cluster_x, bool pdl, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -75,17 +76,24 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
     attr[n].val.clusterDim.z = 1;
     ++n;
   }
-  if (pdl_enabled()) {
+  if (pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
   }
   cfg.attrs = attr;
   cfg.numAttrs = n;
-  VLATTN_HOST_MARK("launch_pdl.begin");
+  VLATTN_HOST_MARK("launch.begin");
   const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-  VLATTN_HOST_MARK("launch_pdl.end");
+  VLATTN_HOST_MARK("launch.end");
   return err;
+}
+
+// launch_ex with the PDL attribute whenever PDL is enabled (VLATTN_PDL).
+template <class... Params, class... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                       unsigned cluster_x, Args&&... args) {
+  return launch_ex(kernel, grid, block, smem, stream, cluster_x, pdl_enabled(), std::forward<Args>(args)...);
 }
 
 }  // namespace vlattn

@@ -23,6 +23,7 @@
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+#include "launch/cutlass_launch.h"
 #include "launch/host_trace.h"
 #include "launch/pdl.h"
 #include "launch/smem_attr.h"
@@ -193,10 +194,8 @@ cudaError_t GroupedGemm<TileM, TileN, Coop>::run(const GroupedGemmParams& p, voi
   VLATTN_HOST_MARK("grouped.fill_args");
   if (err != cudaSuccess) return err;
   // No PDL: the ptr-array kernel does not wait on its predecessor grid (see the top of this file).
-  if (Gemm::run(params, p.stream, nullptr, false) != cutlass::Status::kSuccess) {
-    err = cudaGetLastError();
-    return err != cudaSuccess ? err : cudaErrorLaunchFailure;
-  }
+  err = launch_cutlass_kernel<GemmKernel>(params, p.stream, false);
+  if (err != cudaSuccess) return err;
   VLATTN_HOST_MARK("grouped.launch");
   return cudaSuccess;
 }
