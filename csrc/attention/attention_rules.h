@@ -80,10 +80,20 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
 // B4 S1024 137.7 -> 126.1 us, B2 S1024 79.2 -> 74.5, B1 S1024 54.0 -> 50.5, B8 S512 97.0 -> 93.3, B1
 // S4096 341 -> 297; slower with two key tiles (B4 S256 27.0 -> 30.8, B1 S256 15.9 -> 17.0) and in a
 // single wave of CTAs (B1 S512, 112 CTAs: 22.1 -> 24.1). So: from four key tiles, beyond one wave.
+// On the rotated consumer loop (no spill in either build), CUDA-graph replay, LEAN_ZERO 1 -> 2, three
+// rounds (bench/NOTES.md twenty-second session, call 4): two key tiles in many waves gain, B64 S256 (3584
+// CTAs) 232.5 -> 223.7 us and B32 S256 (1792) 126.0 -> 122.1; B4 S256 (224 CTAs) 27.0 -> 27.2, B1 S256,
+// B1 S512 and the one-tile B32 S128 / B8 S128 / B1 S128 +0.5 to +5%. Hence also: two tiles and at least
+// eight waves.
 constexpr int kLeanStagedMinTiles = 4;
+constexpr int kLeanStagedManyWavesMinTiles = 2;
+constexpr int kLeanStagedManyWaves = 8;
 inline bool lean_staged_pays(const AttentionParams& p) {
   const long long ctas = q_block_ctas(p);
-  return ceil_div(p.seqlen_k, kBlockN) >= kLeanStagedMinTiles && ctas > sm_count_or_h200(p);
+  const long long sms = sm_count_or_h200(p);
+  const long long tiles = ceil_div(p.seqlen_k, kBlockN);
+  return (tiles >= kLeanStagedMinTiles && ctas > sms) ||
+         (tiles >= kLeanStagedManyWavesMinTiles && ctas >= kLeanStagedManyWaves * sms);
 }
 
 // Keys per pipeline step. 176 is allowed only without a mask and without the causal flag (mask tiles,

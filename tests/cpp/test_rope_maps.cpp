@@ -149,11 +149,15 @@ bool attention_persistent_rule(std::string& err) {
 }
 
 // The per-unit staged-mask kernel's kLean build from four key tiles beyond one wave of CTAs
-// (bench/NOTES.md nineteenth session).
+// (bench/NOTES.md nineteenth session), or from two key tiles in at least eight waves (twenty-second).
 bool attention_lean_staged_rule(std::string& err) {
   using attn_rules::lean_staged_pays;
   EXPECT(!lean_staged_pays(attn(32, 28, 4, 128, 128, true)));  // one tile
-  EXPECT(!lean_staged_pays(attn(64, 28, 4, 256, 256, true)));  // two: the forced inline costs more
+  EXPECT(lean_staged_pays(attn(64, 28, 4, 256, 256, true)));   // two tiles, 3584 CTAs (27 waves)
+  EXPECT(lean_staged_pays(attn(32, 28, 4, 256, 256, true)));   // two tiles, 1792 CTAs (13.6 waves)
+  EXPECT(!lean_staged_pays(attn(4, 28, 4, 256, 256, true)));   // two tiles, 224 CTAs
+  EXPECT(!lean_staged_pays(attn(16, 28, 4, 256, 256, true)));  // two tiles, 896 CTAs: below 8 waves
+  EXPECT(!lean_staged_pays(attn(64, 28, 4, 128, 128, true)));  // one tile, however many waves
   EXPECT(!lean_staged_pays(attn(4, 28, 4, 384, 384, true)));   // three: not measured, kept as before
   EXPECT(!lean_staged_pays(attn(1, 28, 4, 512, 512, true)));   // 112 CTAs: one wave
   EXPECT(lean_staged_pays(attn(8, 28, 4, 512, 512, true)));
