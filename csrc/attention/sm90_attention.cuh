@@ -337,6 +337,10 @@ struct TileWalker {
     skip_dead = all_live;
   }
   CUTLASS_DEVICE int kind(int n) const { return kinds == nullptr ? int(kTileMixed) : int(__ldg(kinds + n)); }
+  // A CAUSAL tile that the kernels built with kCausalTiles apply as the causal predicate, without its
+  // values: only where every row has a live key (as for skipping DEAD tiles). The mask producer stages
+  // nothing for it and the consumers load nothing: both ask here.
+  CUTLASS_DEVICE bool causal_predicate(int kind_n) const { return kind_n == kTileCausal && skip_dead; }
   // First tile >= n that is visited.
   CUTLASS_DEVICE int next(int n) const {
     if (skip_dead)
@@ -666,7 +670,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 #pragma unroll 1
         for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
           const int kind = walk.kind(n);
-          if (kind == kTileZero || (kCausalTiles && kind == kTileCausal && walk.skip_dead)) continue;  // as the consumers
+          if (kind == kTileZero || (kCausalTiles && walk.causal_predicate(kind))) continue;  // as the consumers
           // The ring's barriers by their shared addresses (not through pipe_m's 64-bit generic
           // pointers: this loop runs in kProducerRegsMaskSmem registers).
           cutlass::arch::ClusterBarrier::wait(reinterpret_cast<uint64_t const*>(&ss.pipe_m.empty_barrier_[st.index()]),
@@ -856,7 +860,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         /* A CAUSAL tile (summary kind) in a block whose rows are all live: the causal predicate, no mask      \
            loads (its own instantiation, so the other paths' code stays as it was). */                        \
         if constexpr (kCausalTiles) {                                                                             \
-          if (kind == kTileCausal && walk.skip_dead) {                                                            \
+          if (walk.causal_predicate(kind)) {                                                                      \
             softmax_tile<true, kMaskGlobal, true, true, true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,  \
                                                               false);                                             \
             return;                                                                                               \
