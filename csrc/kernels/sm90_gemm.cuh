@@ -40,7 +40,8 @@ void set_tile_order(SchedulerArgs& scheduler) {
 }
 
 // What GemmUniversalAdapter::initialize + run do, with the dynamic shared memory attribute set once
-// per device (launch/smem_attr.h) instead of on every call, and the launch above. With
+// per device (launch/smem_attr.h) instead of on every call, launched by launch_cutlass_kernel
+// (launch/cutlass_launch.h: one cudaLaunchKernelEx, no per-call driver attribute). With
 // CUTLASS_ENABLE_GDC_FOR_SM90 (defined by the instantiating TU) the kernel waits on its predecessor
 // grid before touching memory, so it may be launched with PDL (launch/pdl.h). The caller has checked
 // the workspace size and can_implement.
