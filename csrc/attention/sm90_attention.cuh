@@ -54,6 +54,7 @@
 #include "attention/mask_summary.cuh"
 #include "launch/env.h"  // env_int, env_flag
 #include "launch/host_trace.h"
+#include "launch/smem_attr.h"
 
 namespace vlattn {
 namespace attn_sm90 {
@@ -1101,23 +1102,16 @@ inline SummaryLayout summary_layout(const AttentionParams& p) {
 
 inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p).total(); }
 
-// One kernel instantiation: its shared-memory opt-in is per device context and per kernel (a static
-// flag per instantiation: kernels of one signature must not share it, bench/NOTES.md lessons).
-// The K and V tensor maps are encoded here: their box is the key-tile width.
+// One kernel instantiation: its shared-memory opt-in is per device context and per kernel, set once
+// (launch/smem_attr.h: a flag per instantiation, as kernels of one signature must not share it,
+// bench/NOTES.md lessons). The K and V tensor maps are encoded here: their box is the key-tile width.
 template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent = false, bool kLean = false>
 inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const AttentionParams& p) {
   const KernelParams<kBN> kp{args, make_tma_k<kBN>(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch),
                              make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch)};
-  auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent, kLean>;
+  constexpr auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent, kLean>;
   constexpr int kBytes = kSmemBytes<kBN, kMaskSmem>;
-  constexpr int kMaxDevices = 64;
-  static bool smem_attr_set[kMaxDevices] = {};  // a benign race at worst sets the same value twice
-  const bool cached = p.device >= 0 && p.device < kMaxDevices && smem_attr_set[p.device];
-  if (!cached) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) != cudaSuccess)
-      return AttentionStatus::kInitFailed;
-    if (p.device >= 0 && p.device < kMaxDevices) smem_attr_set[p.device] = true;
-  }
+  if (!max_dynamic_smem_once<kernel>(p.device, kBytes)) return AttentionStatus::kInitFailed;
   return launch_pdl(kernel, grid, dim3(C::kThreads), kBytes, p.stream, 0, kp) == cudaSuccess
              ? AttentionStatus::kSuccess
              : AttentionStatus::kLaunchFailed;
