@@ -1,0 +1,85 @@
+"""Does what ran before a timed impl move its cold-L2 time? The bench times each workload's native
+eager call first, after the inputs, the exact reference and one checked call, and the previous
+workload's torch.compile left the GPU idle for seconds; the graph replay is timed next, warmed by the
+eager calls. The large layers read 30-50 us slower eager than graph replay in the bench (call 3 of the
+twenty-second session) but only 4-12 us in probe_host.
+
+    python3 bench/probe_settle.py [--rounds 2] [--settle-s 1.0] [--workloads 007:3,034:14,034:6]
+
+Before each measurement one condition, then the bench's own timer (CudaTimer: queue drained, L2
+flushed, events around the call; --warmup calls, then --iters timed) on either the eager layer or its
+graph replay:
+  idle      time.sleep(settle): host and GPU idle (the GPU may lower its clocks);
+  host      settle seconds of a Python busy loop: host hot, GPU idle;
+  gpu       settle seconds of back-to-back GEMMs with host syncs (the bench's warm_up_process);
+  reference the exact bf16 reference call, then its output compared (what the bench runs first).
+Prints per workload, condition and impl: min / median / p80 µs over the timed calls, best round.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+import vlattn
+from vlattn import reference
+from vlattn import workloads as W
+from vlattn.bench import CudaTimer, graph_runner, select_workloads, warm_up_process, OP_NAMES
+
+
+def host_busy(seconds):
+    t0 = time.perf_counter()
+    x = 0
+    while time.perf_counter() - t0 < seconds:
+        x += 1
+    return x
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workloads", default="007:3,034:14,034:6,007:5")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--settle-s", type=float, default=1.0)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    args = ap.parse_args()
+    device = torch.device("cuda")
+    timer = CudaTimer(device)
+    warm_up_process(device, 2.0)
+    print(f"{'workload':28s} {'condition':10s} {'impl':6s} {'min':>8s} {'median':>8s} {'p80':>8s}   (best round)")
+    for w in select_workloads(W.load(), args.workloads):
+        inputs = W.make_inputs(w, device)
+        op = getattr(vlattn, OP_NAMES[w.problem])
+        ref_fn = getattr(reference, OP_NAMES[w.problem])
+        a = tuple(inputs.values())
+        out = torch.empty_like(a[0])
+        eager = lambda: op(*a, backend="native", out=out)  # noqa: E731  (the bench's vlattn:native)
+        graph = graph_runner(lambda *x: op(*x, backend="native"), a, device).step
+
+        conditions = {
+            "idle": lambda: time.sleep(args.settle_s),
+            "host": lambda: host_busy(args.settle_s),
+            "gpu": lambda: warm_up_process(device, args.settle_s),
+            "reference": lambda: (ref_fn(**inputs) - out).abs().max().item(),
+        }
+        best = {}
+        for r in range(args.rounds):
+            order = list(conditions) if r % 2 == 0 else list(reversed(conditions))
+            for cname in order:
+                for iname, fn in (("eager", eager), ("graph", graph)):
+                    conditions[cname]()
+                    t = sorted(timer(fn, args.iters, args.warmup))
+                    stats = (t[0], statistics.median(t), t[int(0.8 * (len(t) - 1))])
+                    key = (cname, iname)
+                    if key not in best or stats[1] < best[key][1]:
+                        best[key] = stats
+                    print(f"  round {r} {w.name:28s} {cname:10s} {iname:6s} "
+                          f"{stats[0]:8.1f} {stats[1]:8.1f} {stats[2]:8.1f}", flush=True)
+        for (cname, iname), s in best.items():
+            print(f"{w.name:28s} {cname:10s} {iname:6s} {s[0]:8.1f} {s[1]:8.1f} {s[2]:8.1f}", flush=True)
+        del inputs, a, out, graph
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
