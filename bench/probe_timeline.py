@@ -138,10 +138,31 @@ def summarize(calls):
             statistics.median(cold))
 
 
+def print_extremes(calls, count):
+    """The `count` fastest and slowest calls by cold span (flush end to last kernel end), kernel by
+    kernel: which kernel is longer or which gap opens when a call is slow."""
+    spans = sorted(calls, key=lambda fc: fc[1][-1]["ts"] + fc[1][-1]["dur"] - (fc[0]["ts"] + fc[0]["dur"]))
+    cold = [c[-1]["ts"] + c[-1]["dur"] - (f["ts"] + f["dur"]) for f, c in spans]
+    print(f"    cold spans, sorted: {' '.join(f'{v:.0f}' for v in cold)}", flush=True)
+    picks = [("fastest", fc) for fc in spans[:count]] + [("slowest", fc) for fc in spans[-count:]]
+    for label, (f, c) in picks:
+        flush_end = f["ts"] + f["dur"]
+        print(f"    {label}: cold {c[-1]['ts'] + c[-1]['dur'] - flush_end:7.1f}, lead {c[0]['ts'] - flush_end:6.1f}",
+              flush=True)
+        for j, k in enumerate(c):
+            gap = k["ts"] - (c[j - 1]["ts"] + c[j - 1]["dur"]) if j else k["ts"] - flush_end
+            queued = k["ts"] - k["launched"] if k["launched"] is not None else float("nan")
+            print(f"      {short(k['name']):18s} start {k['ts'] - flush_end:7.1f}  dur {k['dur']:7.1f}  "
+                  f"gap {gap:6.1f}  queued {queued:6.1f}  launched {k['launched'] - flush_end if k['launched'] else float('nan'):7.1f}",
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--workloads", default="007[B=1,S=128],007[B=1,S=512],007[B=1,S=1024],034[B=2,Lq=128,Lv=196],034[B=1,Lq=512,Lv=784]")
+    ap.add_argument("--extremes", type=int, default=0,
+                    help="also print the N fastest and N slowest cold calls kernel by kernel")
     ap.add_argument("--gemms", default="", help="MxNxK[+b],...: time single GEMMs instead of layers")
     ap.add_argument("--configs", default="", help="vlattn.linear configs for --gemms (default: auto + all)")
     args = ap.parse_args()
@@ -170,6 +191,8 @@ def main():
             for name, start, dur, gap, queued in rows:
                 print(f"    {name:18s} start {start:7.1f}  dur {dur:7.1f}  gap {gap:6.1f}  queued {queued:6.1f}",
                       flush=True)
+            if args.extremes and mode == "cold":
+                print_extremes(calls, args.extremes)
 
 
 if __name__ == "__main__":
