@@ -231,6 +231,50 @@ def test_cuda_timer_flushes_l2_outside_the_events(monkeypatch):
     assert log == ["step"] + ["sync", "flush", "event", "step", "event"] * 2 + ["sync"]
 
 
+def test_round_sizes_split_the_timed_calls_evenly():
+    assert bench.round_sizes(30, 3) == [10, 10, 10]
+    assert bench.round_sizes(5, 3) == [2, 2, 1]
+    assert bench.round_sizes(2, 3) == [1, 1]
+    assert bench.round_sizes(7, 1) == [7]
+
+
+def test_impls_are_timed_in_interleaved_rounds(monkeypatch):
+    """Every impl built and checked once, then timed round by round with the order reversed every other
+    round; an impl that fails to build is recorded and left out; a failed check is still timed."""
+    (w,) = bench.select_workloads(workloads.load(), "007[B=1,S=128]")
+    case = bench.Case(workload=w, op_name="mrope_self_attention", inputs={}, device=torch.device("cpu"))
+    ref = torch.zeros(2)
+    builds, blocks, owner = [], [], {}
+
+    def impl(key, value, fails=False):
+        def build(c):
+            builds.append(key)
+            if fails:
+                raise RuntimeError("no kernel for this shape")
+            out = torch.full((2,), value)
+            step = lambda: None  # noqa: E731
+            owner[step] = key
+            return bench.Runner(step=step, result=lambda: out)
+        return bench.Impl(key, pytorch=True, needs_cuda=False, build=build)
+
+    def timer(step, iters, warmup):
+        blocks.append((owner[step], iters, warmup))
+        return [float(len(blocks))] * iters
+
+    monkeypatch.setattr(bench, "check_layer_output", lambda out, r, w: {"ok": bool((out == r).all())})
+    impls = [impl("a", 0.0), impl("b", 1.0), impl("broken", 0.0, fails=True), impl("c", 0.0)]
+    opts = bench.Options(iters=5, warmup=1, check=True, seed=0, rounds=3)
+    recs = bench.bench_impls_in_rounds(impls, case, ref, timer, opts)
+    assert builds == ["a", "b", "broken", "c"]  # each built once, before any timing
+    assert blocks == [("a", 2, 1), ("b", 2, 1), ("c", 2, 1), ("c", 2, 1), ("b", 2, 1), ("a", 2, 1),
+                      ("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
+    by = {r["impl"]: r for r in recs}
+    assert by["broken"]["status"] == "ERR" and "no kernel" in by["broken"]["error"]
+    assert by["b"]["check"] == {"ok": False} and by["b"]["status"] == "measured"
+    assert [by[k]["iters"] for k in "abc"] == [5, 5, 5]
+    assert by["a"]["us_min"] == 1.0 and by["a"]["us_median"] == 6.0  # blocks 1, 6, 7: samples 1,1,6,6,7
+
+
 # --------------------------------------------------------------------------------------------
 # qkv and attention modes
 # --------------------------------------------------------------------------------------------

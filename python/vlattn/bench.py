@@ -20,7 +20,9 @@ Four modes (``all`` runs them in this order):
 
 Timing follows STYLE.md and METHOD.md: L2 is made cold before every call by writing a scratch
 buffer twice the device's L2, CUDA events bracket the call alone, nothing is allocated by the
-harness inside the timed region, and the median of many calls is reported (min, p20, p80 kept).
+harness inside the timed region, and the median of many calls is reported (min, p20, p80 kept). In
+layers mode the impls of a workload are timed in interleaved rounds (``--rounds``, order reversed every
+other round), so that a slow stretch of the machine falls on every impl alike.
 
 Without a CUDA device the bench runs the CPU reference on one small workload, says why it did no
 more, and exits 0; ``--device cpu`` instead drives the whole pipeline on the CPU as a smoke test
@@ -674,6 +676,13 @@ class Options:
     warmup: int
     check: bool
     seed: int
+    rounds: int = 1  # layers mode: the timed calls split over this many interleaved rounds
+
+
+def round_sizes(iters: int, rounds: int) -> list[int]:
+    """``iters`` timed calls split over ``rounds`` rounds as evenly as possible (empty rounds dropped)."""
+    rounds = max(1, rounds)
+    return [n for n in (iters // rounds + (1 if r < iters % rounds else 0) for r in range(rounds)) if n > 0]
 
 
 def _error_text(exc: BaseException) -> str:
@@ -771,12 +780,69 @@ def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
         return None, f"reference output failed ({_error_text(exc)}); outputs unchecked"
 
 
+def bench_impls_in_rounds(impls: list[Impl], case: Case, ref: Optional[torch.Tensor], timer,
+                          opts: Options) -> list[dict]:
+    """Every impl built and checked first, then timed in ``opts.rounds`` rounds whose impl order reverses
+    every other round (A B C, C B A, ...), ``opts.warmup`` untimed calls before each round's block; an
+    impl's statistics are over all its timed calls. A slow stretch of the machine (on the H200 hosts,
+    host-side episodes that put 30-60 us before a call's first kernel for seconds at a time; bench/NOTES.md,
+    twenty-third session) then lands on a third of every impl's calls instead of all of one impl's."""
+    w = case.workload
+    records, runners = [], []
+    for impl in impls:
+        rec = base_record(w, impl)
+        runner = None
+        try:
+            runner = impl.build(case)
+            rec["setup_s"] = runner.setup_s
+            if opts.check and ref is not None:
+                poison = runner.poison
+                for t in (poison if isinstance(poison, (tuple, list)) else (poison,)):
+                    if t is not None:
+                        t.fill_(float("nan"))
+                runner.step()
+                rec["check"] = check_layer_output(runner.result(), ref, w)
+        except torch.cuda.OutOfMemoryError as exc:
+            rec.update(status="OOM", error=_error_text(exc))
+            runner = None
+        except Exception as exc:
+            rec.update(status="ERR", error=_error_text(exc))
+            runner = None
+        records.append(rec)
+        runners.append(runner)
+    times: list[list[float]] = [[] for _ in impls]
+    for r, n in enumerate(round_sizes(opts.iters, opts.rounds)):
+        order = range(len(impls)) if r % 2 == 0 else range(len(impls) - 1, -1, -1)
+        for i in order:
+            if runners[i] is None:
+                continue
+            try:
+                times[i] += timer(runners[i].step, n, opts.warmup)
+            except torch.cuda.OutOfMemoryError as exc:
+                records[i].update(status="OOM", error=_error_text(exc))
+                runners[i] = None
+            except Exception as exc:
+                records[i].update(status="ERR", error=_error_text(exc))
+                runners[i] = None
+    del runners
+    for rec, ts in zip(records, times):
+        if rec["status"] is None and ts:
+            rec.update(time_stats(ts))
+            rec["status"] = "measured"
+            rec["tflops"] = tflops(rec["flops"], rec["us_median"])
+            rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
+    return records
+
+
 def bench_workload(w, impls: list[Impl], device: torch.device, timer,
                    opts: Options) -> tuple[list[dict], list[str]]:
     inputs = workloads.make_inputs(w, device, seed=opts.seed)
     case = Case(workload=w, op_name=OP_NAMES[w.problem], inputs=inputs, device=device)
     ref, note = exact_reference(case) if opts.check else (None, None)
-    records = [bench_impl(impl, case, ref, timer, opts) for impl in impls]
+    if opts.rounds > 1:
+        records = bench_impls_in_rounds(impls, case, ref, timer, opts)
+    else:
+        records = [bench_impl(impl, case, ref, timer, opts) for impl in impls]
     add_relative_speed(records)
     del case, inputs, ref
     release_memory(device)
@@ -1898,6 +1964,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
     p.add_argument("--iters", type=int, default=None, help="timed calls per impl (default 30, --quick 10)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5, --quick 2)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="layers mode: split each impl's timed calls over this many rounds, the impls "
+                        "interleaved (order reversed every other round); 1: each impl timed in one block "
+                        "(default 3)")
     p.add_argument("--quick", action="store_true", help="fewer iterations")
     p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh one, recorded)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
@@ -1919,8 +1989,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         p.error(f"unknown backend or baseline: {', '.join(bad)}")
     args.iters = args.iters if args.iters is not None else (10 if args.quick else 30)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
-    if args.iters < 1 or args.warmup < 0:
-        p.error("--iters must be >= 1 and --warmup >= 0")
+    if args.iters < 1 or args.warmup < 0 or args.rounds < 1:
+        p.error("--iters and --rounds must be >= 1 and --warmup >= 0")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(2**31)
     return args
@@ -1935,7 +2005,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(exc, file=sys.stderr, flush=True)
         return 2
     chosen.sort(key=lambda w: w.sort_key)  # per problem, ascending T_SOL (ANCHORS.md's order)
-    opts = Options(iters=args.iters, warmup=args.warmup, check=not args.no_check, seed=args.seed)
+    opts = Options(iters=args.iters, warmup=args.warmup, check=not args.no_check, seed=args.seed,
+                   rounds=args.rounds)
     has_cuda = torch.cuda.is_available()
     if args.device == "cuda" and not has_cuda:
         print("--device cuda: no CUDA device is visible", file=sys.stderr, flush=True)
