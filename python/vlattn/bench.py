@@ -723,6 +723,27 @@ def base_record(w, impl: Impl) -> dict:
     }
 
 
+def build_checked(build: Callable[[], Runner], rec: dict,
+                  check: Optional[Callable[[Any], dict]] = None) -> Runner:
+    """Build one implementation and, with ``check``, run it once on NaN-poisoned output and record
+    ``check`` of that output in ``rec`` (with ``setup_s``). Raises what the build or the call raises."""
+    runner = build()
+    rec["setup_s"] = runner.setup_s
+    if check is not None:
+        poison = runner.poison
+        for t in (poison if isinstance(poison, (tuple, list)) else (poison,)):
+            if t is not None:
+                t.fill_(float("nan"))
+        runner.step()
+        rec["check"] = check(runner.result())
+    return runner
+
+
+def record_failure(rec: dict, exc: BaseException) -> None:
+    """An impl's failure as its record's status ("OOM" or "ERR") and one-line error."""
+    rec.update(status="OOM" if isinstance(exc, torch.cuda.OutOfMemoryError) else "ERR", error=_error_text(exc))
+
+
 def measure_runner(build: Callable[[], Runner], device: torch.device, timer, opts: Options,
                    check: Optional[Callable[[Any], dict]] = None,
                    context: Callable[[], Any] = contextlib.nullcontext) -> dict:
@@ -737,21 +758,11 @@ def measure_runner(build: Callable[[], Runner], device: torch.device, timer, opt
     runner = None
     try:
         with context():
-            runner = build()
-            rec["setup_s"] = runner.setup_s
-            if check is not None:
-                poison = runner.poison
-                for t in (poison if isinstance(poison, (tuple, list)) else (poison,)):
-                    if t is not None:
-                        t.fill_(float("nan"))
-                runner.step()
-                rec["check"] = check(runner.result())
+            runner = build_checked(build, rec, check)
             rec.update(time_stats(timer(runner.step, opts.iters, opts.warmup)))
         rec["status"] = "measured"
-    except torch.cuda.OutOfMemoryError as exc:
-        rec.update(status="OOM", error=_error_text(exc))
     except Exception as exc:
-        rec.update(status="ERR", error=_error_text(exc))
+        record_failure(rec, exc)
     finally:
         del runner
         release_memory(device)
@@ -789,25 +800,14 @@ def bench_impls_in_rounds(impls: list[Impl], case: Case, ref: Optional[torch.Ten
     twenty-third session) then lands on a third of every impl's calls instead of all of one impl's."""
     w = case.workload
     records, runners = [], []
+    check = (lambda out: check_layer_output(out, ref, w)) if opts.check and ref is not None else None
     for impl in impls:
         rec = base_record(w, impl)
         runner = None
         try:
-            runner = impl.build(case)
-            rec["setup_s"] = runner.setup_s
-            if opts.check and ref is not None:
-                poison = runner.poison
-                for t in (poison if isinstance(poison, (tuple, list)) else (poison,)):
-                    if t is not None:
-                        t.fill_(float("nan"))
-                runner.step()
-                rec["check"] = check_layer_output(runner.result(), ref, w)
-        except torch.cuda.OutOfMemoryError as exc:
-            rec.update(status="OOM", error=_error_text(exc))
-            runner = None
+            runner = build_checked(lambda: impl.build(case), rec, check)
         except Exception as exc:
-            rec.update(status="ERR", error=_error_text(exc))
-            runner = None
+            record_failure(rec, exc)
         records.append(rec)
         runners.append(runner)
     times: list[list[float]] = [[] for _ in impls]
@@ -818,11 +818,8 @@ def bench_impls_in_rounds(impls: list[Impl], case: Case, ref: Optional[torch.Ten
                 continue
             try:
                 times[i] += timer(runners[i].step, n, opts.warmup)
-            except torch.cuda.OutOfMemoryError as exc:
-                records[i].update(status="OOM", error=_error_text(exc))
-                runners[i] = None
             except Exception as exc:
-                records[i].update(status="ERR", error=_error_text(exc))
+                record_failure(records[i], exc)
                 runners[i] = None
     del runners
     for rec, ts in zip(records, times):
