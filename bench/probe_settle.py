@@ -14,7 +14,14 @@ graph replay:
   gpu       settle seconds of back-to-back GEMMs with host syncs (the bench's warm_up_process);
   reference the exact bf16 reference call, then its output compared (what the bench runs first).
 Prints per workload, condition and impl: min / median / p80 µs over the timed calls, best round.
+
+--compile: first torch.compile the composite of each workload and call it once, as the bench's compile
+baseline does (bench.compiled_runner), keeping it alive; --no-grad: everything under torch.no_grad(), as
+in the bench. In the bench's process (twenty-third session, call 4) the eager call read 15-60 us above its
+graph replay at the minimum on 12 workloads; in this probe's process 2-16 us: these switch on the bench's
+process state one piece at a time.
 """
+import contextlib
 import argparse
 import statistics
 import time
@@ -24,7 +31,8 @@ import torch
 import vlattn
 from vlattn import reference
 from vlattn import workloads as W
-from vlattn.bench import CudaTimer, graph_runner, select_workloads, warm_up_process, OP_NAMES
+from vlattn.bench import (CudaTimer, OP_NAMES, _composite_fn, compiled_runner, graph_runner, select_workloads,
+                          warm_up_process)
 
 
 def host_busy(seconds):
@@ -42,7 +50,15 @@ def main():
     ap.add_argument("--settle-s", type=float, default=1.0)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--conditions", default="idle,host,gpu,reference", help="comma list of the conditions to run")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the composite first (kept alive)")
+    ap.add_argument("--no-grad", action="store_true", help="run under torch.no_grad(), as the bench does")
     args = ap.parse_args()
+    with torch.no_grad() if args.no_grad else contextlib.nullcontext():
+        run(args)
+
+
+def run(args):
     device = torch.device("cuda")
     timer = CudaTimer(device)
     warm_up_process(device, 2.0)
@@ -55,6 +71,7 @@ def main():
         out = torch.empty_like(a[0])
         eager = lambda: op(*a, backend="native", out=out)  # noqa: E731  (the bench's vlattn:native)
         graph = graph_runner(lambda *x: op(*x, backend="native"), a, device).step
+        compiled = compiled_runner(_composite_fn(OP_NAMES[w.problem]), a, device) if args.compile else None
 
         conditions = {
             "idle": lambda: time.sleep(args.settle_s),
@@ -62,6 +79,7 @@ def main():
             "gpu": lambda: warm_up_process(device, args.settle_s),
             "reference": lambda: (ref_fn(**inputs) - out).abs().max().item(),
         }
+        conditions = {k: conditions[k] for k in args.conditions.split(",")}
         best = {}
         for r in range(args.rounds):
             order = list(conditions) if r % 2 == 0 else list(reversed(conditions))
@@ -77,7 +95,7 @@ def main():
                           f"{stats[0]:8.1f} {stats[1]:8.1f} {stats[2]:8.1f}", flush=True)
         for (cname, iname), s in best.items():
             print(f"{w.name:28s} {cname:10s} {iname:6s} {s[0]:8.1f} {s[1]:8.1f} {s[2]:8.1f}", flush=True)
-        del inputs, a, out, graph
+        del inputs, a, out, graph, compiled
         torch.cuda.empty_cache()
 
 
