@@ -5,7 +5,7 @@
 #
 #   scripts/gpu_check.sh [all|final|build|test|bench|tune|sanitize|probe] [extra pytest args...]
 #   final: all, then sanitize
-#   probe: build, run the GPU tests given as args (or PROBE_TESTS), then each `;`-separated
+#   probe: build, run the GPU tests given as args (or PROBE_TESTS; only those: pass tests/ for the suite), then each `;`-separated
 #          command of PROBE_CMDS (e.g. "python3 bench/probe_qkv.py --iters 10"), logs under $OUT.
 #   all and final run the PROBE_CMDS too when set (after the bench / the sanitizers).
 # Logs end up in $OUT/logs.tar.gz (the device tool returns at most 8 files); JSON, junit.xml, plots
@@ -118,7 +118,9 @@ run_sanitize() {
 }
 
 run_probe() {
-  [ -n "${PROBE_TESTS:-}$*" ] && run_tests ${PROBE_TESTS:-} "$@"
+  # Only the tests named (PROBE_TESTS or args), not TEST_PATHS' default tests/ as well: that ran the whole
+  # suite (276 s) in the twenty-third session's call 4, when only tests/test_bench.py was asked for.
+  [ -n "${PROBE_TESTS:-}$*" ] && TEST_PATHS="${TEST_PATHS:- }" run_tests ${PROBE_TESTS:-} "$@"
   local i=0 cmd
   IFS=';' read -ra cmds <<< "${PROBE_CMDS:-}"
   for cmd in "${cmds[@]}"; do
