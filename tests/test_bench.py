@@ -238,11 +238,12 @@ def test_round_sizes_split_the_timed_calls_evenly():
     assert bench.round_sizes(7, 1) == [7]
 
 
-def test_impls_are_timed_in_interleaved_rounds(monkeypatch):
-    """Every impl built and checked once, then timed round by round with the order reversed every other
-    round; an impl that fails to build is recorded and left out; a failed check is still timed."""
+@pytest.mark.parametrize("rounds", [3, 1])
+def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds):
+    """rounds=3: every impl built and checked once, then timed round by round with the order reversed
+    every other round. rounds=1: each impl built, checked and timed in one block before the next. Either
+    way an impl that fails to build is recorded and left out, and a failed check is still timed."""
     (w,) = bench.select_workloads(workloads.load(), "007[B=1,S=128]")
-    case = bench.Case(workload=w, op_name="mrope_self_attention", inputs={}, device=torch.device("cpu"))
     ref = torch.zeros(2)
     builds, blocks, owner = [], [], {}
 
@@ -263,16 +264,24 @@ def test_impls_are_timed_in_interleaved_rounds(monkeypatch):
 
     monkeypatch.setattr(bench, "check_layer_output", lambda out, r, w: {"ok": bool((out == r).all())})
     impls = [impl("a", 0.0), impl("b", 1.0), impl("broken", 0.0, fails=True), impl("c", 0.0)]
-    opts = bench.Options(iters=5, warmup=1, check=True, seed=0, rounds=3)
-    recs = bench.bench_impls_in_rounds(impls, case, ref, timer, opts)
-    assert builds == ["a", "b", "broken", "c"]  # each built once, before any timing
-    assert blocks == [("a", 2, 1), ("b", 2, 1), ("c", 2, 1), ("c", 2, 1), ("b", 2, 1), ("a", 2, 1),
-                      ("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
+    monkeypatch.setattr(bench, "release_memory", lambda device: None)
+    monkeypatch.setattr(bench.workloads, "make_inputs", lambda w, device, seed=None: {})
+    monkeypatch.setattr(bench, "exact_reference", lambda case: (ref, None))
+    opts = bench.Options(iters=5, warmup=1, check=True, seed=0, rounds=rounds)
+    recs, notes = bench.bench_workload(w, impls, torch.device("cpu"), timer, opts)
+    assert builds == ["a", "b", "broken", "c"]  # each built once
     by = {r["impl"]: r for r in recs}
+    if rounds == 3:
+        assert blocks == [("a", 2, 1), ("b", 2, 1), ("c", 2, 1), ("c", 2, 1), ("b", 2, 1), ("a", 2, 1),
+                          ("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
+        assert by["a"]["us_min"] == 1.0 and by["a"]["us_median"] == 6.0  # blocks 1, 6, 7: samples 1,1,6,6,7
+    else:
+        assert blocks == [("a", 5, 1), ("b", 5, 1), ("c", 5, 1)]
+        assert by["c"]["us_median"] == 3.0
     assert by["broken"]["status"] == "ERR" and "no kernel" in by["broken"]["error"]
     assert by["b"]["check"] == {"ok": False} and by["b"]["status"] == "measured"
     assert [by[k]["iters"] for k in "abc"] == [5, 5, 5]
-    assert by["a"]["us_min"] == 1.0 and by["a"]["us_median"] == 6.0  # blocks 1, 6, 7: samples 1,1,6,6,7
+    assert by["a"]["pct_sol"] > 0 and by["a"]["tflops"] > 0
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ Four modes (``all`` runs them in this order):
 Timing follows STYLE.md and METHOD.md: L2 is made cold before every call by writing a scratch
 buffer twice the device's L2, CUDA events bracket the call alone, nothing is allocated by the
 harness inside the timed region, and the median of many calls is reported (min, p20, p80 kept). In
-layers mode the impls of a workload are timed in interleaved rounds (``--rounds``, order reversed every
-other round), so that a slow stretch of the machine falls on every impl alike.
+the layers, qkv and attention modes the columns of a workload are timed in interleaved rounds
+(``--rounds``, order reversed every other round), so that a slow stretch of the machine falls on every
+column alike.
 
 Without a CUDA device the bench runs the CPU reference on one small workload, says why it did no
 more, and exits 0; ``--device cpu`` instead drives the whole pipeline on the CPU as a smoke test
@@ -676,7 +677,7 @@ class Options:
     warmup: int
     check: bool
     seed: int
-    rounds: int = 1  # layers mode: the timed calls split over this many interleaved rounds
+    rounds: int = 1  # layers/qkv/attention modes: the timed calls split over this many interleaved rounds
 
 
 def round_sizes(iters: int, rounds: int) -> list[int]:
@@ -769,18 +770,6 @@ def measure_runner(build: Callable[[], Runner], device: torch.device, timer, opt
     return rec
 
 
-def bench_impl(impl: Impl, case: Case, ref: Optional[torch.Tensor], timer, opts: Options) -> dict:
-    """Check and time one layer impl on one workload (see measure_runner)."""
-    w = case.workload
-    rec = base_record(w, impl)
-    check = (lambda out: check_layer_output(out, ref, w)) if ref is not None else None
-    rec.update(measure_runner(lambda: impl.build(case), case.device, timer, opts, check))
-    if rec["status"] == "measured":
-        rec["tflops"] = tflops(rec["flops"], rec["us_median"])
-        rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
-    return rec
-
-
 def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
     """The exact bf16 output, computed once per workload on the bench device."""
     try:
@@ -791,44 +780,54 @@ def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
         return None, f"reference output failed ({_error_text(exc)}); outputs unchecked"
 
 
-def bench_impls_in_rounds(impls: list[Impl], case: Case, ref: Optional[torch.Tensor], timer,
-                          opts: Options) -> list[dict]:
-    """Every impl built and checked first, then timed in ``opts.rounds`` rounds whose impl order reverses
-    every other round (A B C, C B A, ...), ``opts.warmup`` untimed calls before each round's block; an
-    impl's statistics are over all its timed calls. A slow stretch of the machine (on the H200 hosts,
+def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> list[dict]:
+    """``measure_runner`` for several implementations of one workload, interleaved: every entry (build,
+    check, context) is built and checked first, then the timed calls are split over ``opts.rounds``
+    rounds whose order reverses every other round (A B C, C B A, ...), with ``opts.warmup`` untimed calls
+    before each round's block and ``context`` held around each of the entry's build, check and blocks.
+    Statistics are over all of an entry's timed calls. A slow stretch of the machine (on the H200 hosts,
     host-side episodes that put 30-60 us before a call's first kernel for seconds at a time; bench/NOTES.md,
-    twenty-third session) then lands on a third of every impl's calls instead of all of one impl's."""
-    w = case.workload
-    records, runners = [], []
-    check = (lambda out: check_layer_output(out, ref, w)) if opts.check and ref is not None else None
-    for impl in impls:
-        rec = base_record(w, impl)
+    twenty-third session) then lands on a share of every entry's calls instead of all of one entry's. The
+    caller releases memory afterwards: all runners are alive together until then."""
+    recs: list[dict] = []
+    runners: list[Optional[Runner]] = []
+    for build, check, context in entries:
+        rec: dict[str, Any] = {"status": None, "us_median": None, "check": None}
         runner = None
         try:
-            runner = build_checked(lambda: impl.build(case), rec, check)
+            with context():
+                runner = build_checked(build, rec, check)
         except Exception as exc:
             record_failure(rec, exc)
-        records.append(rec)
+        recs.append(rec)
         runners.append(runner)
-    times: list[list[float]] = [[] for _ in impls]
+    times: list[list[float]] = [[] for _ in entries]
     for r, n in enumerate(round_sizes(opts.iters, opts.rounds)):
-        order = range(len(impls)) if r % 2 == 0 else range(len(impls) - 1, -1, -1)
+        order = range(len(entries)) if r % 2 == 0 else range(len(entries) - 1, -1, -1)
         for i in order:
             if runners[i] is None:
                 continue
             try:
-                times[i] += timer(runners[i].step, n, opts.warmup)
+                with entries[i][2]():
+                    times[i] += timer(runners[i].step, n, opts.warmup)
             except Exception as exc:
-                record_failure(records[i], exc)
+                record_failure(recs[i], exc)
                 runners[i] = None
     del runners
-    for rec, ts in zip(records, times):
+    for rec, ts in zip(recs, times):
         if rec["status"] is None and ts:
             rec.update(time_stats(ts))
             rec["status"] = "measured"
-            rec["tflops"] = tflops(rec["flops"], rec["us_median"])
-            rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
-    return records
+    return recs
+
+
+def measure_columns(entries: list[tuple], device: torch.device, timer, opts: Options) -> list[dict]:
+    """One record per (build, check, context) entry: interleaved rounds when ``opts.rounds`` > 1
+    (measure_runners_in_rounds), else each entry built, checked and timed in one block and its memory
+    released before the next (measure_runner)."""
+    if opts.rounds > 1:
+        return measure_runners_in_rounds(entries, timer, opts)
+    return [measure_runner(build, device, timer, opts, check, context) for build, check, context in entries]
 
 
 def bench_workload(w, impls: list[Impl], device: torch.device, timer,
@@ -836,10 +835,16 @@ def bench_workload(w, impls: list[Impl], device: torch.device, timer,
     inputs = workloads.make_inputs(w, device, seed=opts.seed)
     case = Case(workload=w, op_name=OP_NAMES[w.problem], inputs=inputs, device=device)
     ref, note = exact_reference(case) if opts.check else (None, None)
-    if opts.rounds > 1:
-        records = bench_impls_in_rounds(impls, case, ref, timer, opts)
-    else:
-        records = [bench_impl(impl, case, ref, timer, opts) for impl in impls]
+    check = (lambda out: check_layer_output(out, ref, w)) if ref is not None else None
+    entries = [((lambda impl=impl: impl.build(case)), check, contextlib.nullcontext) for impl in impls]
+    records = []
+    for impl, col in zip(impls, measure_columns(entries, device, timer, opts)):
+        rec = base_record(w, impl)
+        rec.update(col)
+        if rec["status"] == "measured":
+            rec["tflops"] = tflops(rec["flops"], rec["us_median"])
+            rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
+        records.append(rec)
     add_relative_speed(records)
     del case, inputs, ref
     release_memory(device)
@@ -1426,10 +1431,9 @@ def _measure_qkv_workload(w, keys: list[str], fused_missing: dict, device: torch
               "unfused_compile": lambda: compiled_runner(unfused, args, device)}
     for key, config in QKV_FUSED.items():
         builds[key] = (lambda config=config: _returning_runner(_fused_stage(stage_name, config), args))
-    for key in keys:
-        if key in QKV_FUSED and w.problem in fused_missing:
-            continue
-        col = measure_runner(builds[key], device, timer, opts, check)
+    run = [key for key in keys if not (key in QKV_FUSED and w.problem in fused_missing)]
+    cols = measure_columns([(builds[key], check, contextlib.nullcontext) for key in run], device, timer, opts)
+    for key, col in zip(run, cols):
         col["ours"] = key in QKV_FUSED
         if col["status"] == "measured":
             col.update(qkv_rates(rec, col["us_median"]))
@@ -1679,6 +1683,7 @@ def _measure_attention_workload(w, keys: list[str], device: torch.device, timer,
         except Exception as exc:
             rec["note"] = f"reference attention failed ({_error_text(exc)}); outputs unchecked"
     args = (q, k, v, mask)
+    run, entries, infos = [], [], []
     for key in keys:
         if key == "vlattn:noskip" and w.problem != "007":
             continue  # nothing to skip without a mask
@@ -1693,7 +1698,10 @@ def _measure_attention_workload(w, keys: list[str], device: torch.device, timer,
             build = (lambda info=info: _build_sdpa(q, k, v, mask, info))
         else:
             build = (lambda: _returning_runner(_composite_attention, args))
-        col = measure_runner(build, device, timer, opts, check, context)
+        run.append(key)
+        entries.append((build, check, context))
+        infos.append(info)
+    for key, info, col in zip(run, infos, measure_columns(entries, device, timer, opts)):
         col["ours"] = key in ATTN_OURS
         col.update(info)
         if col["status"] == "measured":
@@ -1962,9 +1970,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=None, help="timed calls per impl (default 30, --quick 10)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5, --quick 2)")
     p.add_argument("--rounds", type=int, default=3,
-                   help="layers mode: split each impl's timed calls over this many rounds, the impls "
-                        "interleaved (order reversed every other round); 1: each impl timed in one block "
-                        "(default 3)")
+                   help="layers, qkv and attention modes: split each column's timed calls over this many "
+                        "rounds, the columns interleaved (order reversed every other round); 1: each column "
+                        "timed in one block (default 3)")
     p.add_argument("--quick", action="store_true", help="fewer iterations")
     p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh one, recorded)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
