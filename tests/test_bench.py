@@ -79,6 +79,7 @@ def test_percentile_interpolates_like_numpy():
     assert bench.percentile([7.0], 80) == 7.0
     stats = bench.time_stats(values)
     assert (stats["us_median"], stats["us_min"], stats["iters"]) == (3.0, 1.0, 5)
+    assert stats["us_all"] == [round(v, 1) for v in values]  # every call, in the order timed
 
 
 def test_pct_sol_tflops_and_geomean():

@@ -95,13 +95,15 @@ def percentile(values: Iterable[float], q: float) -> float:
 
 
 def time_stats(times_us: list[float]) -> dict:
-    """Median is the headline (robust to the odd preempted call); min and p20/p80 show spread."""
+    """Median is the headline (robust to the odd preempted call); min and p20/p80 show spread;
+    ``us_all`` keeps every call in the order timed (0.1 µs), for looking at rounds and episodes later."""
     return {
         "us_median": percentile(times_us, 50),
         "us_min": min(times_us),
         "us_p20": percentile(times_us, 20),
         "us_p80": percentile(times_us, 80),
         "iters": len(times_us),
+        "us_all": [round(t, 1) for t in times_us],
     }
 
 
