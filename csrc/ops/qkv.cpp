@@ -189,6 +189,16 @@ bool gemm_side_stream_enabled() {
   return enabled;
 }
 
+// With the second stream: VLATTN_QKV_SIDE_FIRST (read once) 1 (default) launches the side stream's GEMM
+// first, so that it starts with the others; 0 launches the caller's stream's GEMMs first and the side
+// one last, so that the first launch comes sooner after the call starts (an A/B for the eager lead of
+// the large layers: on a drained GPU the side GEMM's launch and the fork sit before the first kernel;
+// bench/NOTES.md, twenty-third session).
+bool side_first_enabled() {
+  static const bool enabled = env_flag("VLATTN_QKV_SIDE_FIRST", true);
+  return enabled;
+}
+
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
 // model counts both GEMMs' tiles on the one machine (gemm_analytic_pick's `concurrent`). Picked alone,
 // 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
@@ -432,8 +442,9 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   const bool pair = side && p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
   const int concurrent = pair && gemm_pair_waves_enabled() ? 2 : 1;
   for (int i = 0; i < p.num_groups; ++i) {
-    // The side stream's group goes first so that it starts with the others, not after them.
-    const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
+    // The side stream's group goes first so that it starts with the others, not after them
+    // (side_first_enabled; otherwise in order, the side stream's group last).
+    const int g = side && side_first_enabled() ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
     const bool on_side = side && g == p.num_groups - 1;
     const QkvGroup& grp = p.groups[g];
     const int64_t n = int64_t(grp.heads) * kQkvHeadDim;
