@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 bench = pytest.importorskip("vlattn.bench")
 workloads = pytest.importorskip("vlattn.workloads")
@@ -481,6 +482,15 @@ def test_cpu_run_with_stand_in_vlattn_ops(tmp_path, monkeypatch):
     assert ours["check"]["matched"] == 1.0 and ours["x_best_sdpa"] > 0 and ours["x_composite"] > 0
     assert ours["tflops_needed"] == pytest.approx(ours["tflops_full"] * 129 / 256)
     assert rec["skip_ratio"] > 0
+    # gemm mode: vlattn.linear stood in by F.linear into out (its column checked against F.linear)
+    monkeypatch.setattr(bench, "gemm_availability", lambda device: None)
+    monkeypatch.setattr(bench.vlattn, "linear", lambda x, w, b=None, out=None: out.copy_(F.linear(x, w, b)),
+                        raising=False)
+    assert bench.main(base + ["--mode", "gemm"]) == 0
+    gemm = json.loads(path.read_text())["gemm"]["results"]
+    assert gemm and all(r["vlattn"]["status"] == "measured" and r["vlattn"]["check"]["ok"] for r in gemm)
+    assert all(r["cublas"]["status"] == "measured" and "check" not in r["cublas"] for r in gemm)
+    assert all(r["vlattn"]["x_cublas"] > 0 and r["vlattn"]["tflops"] > 0 for r in gemm)
 
 
 def test_plot_panels_for_qkv_and_attention():

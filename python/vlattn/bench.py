@@ -21,9 +21,8 @@ Four modes (``all`` runs them in this order):
 Timing follows STYLE.md and METHOD.md: L2 is made cold before every call by writing a scratch
 buffer twice the device's L2, CUDA events bracket the call alone, nothing is allocated by the
 harness inside the timed region, and the median of many calls is reported (min, p20, p80 kept). In
-the layers, qkv and attention modes the columns of a workload are timed in interleaved rounds
-(``--rounds``, order reversed every other round), so that a slow stretch of the machine falls on every
-column alike.
+every mode the columns of a workload (or GEMM shape) are timed in interleaved rounds (``--rounds``, order
+reversed every other round), so that a slow stretch of the machine falls on every column alike.
 
 Without a CUDA device the bench runs the CPU reference on one small workload, says why it did no
 more, and exits 0; ``--device cpu`` instead drives the whole pipeline on the CPU as a smoke test
@@ -679,7 +678,7 @@ class Options:
     warmup: int
     check: bool
     seed: int
-    rounds: int = 1  # layers/qkv/attention modes: the timed calls split over this many interleaved rounds
+    rounds: int = 1  # the timed calls of a workload's columns split over this many interleaved rounds
 
 
 def round_sizes(iters: int, rounds: int) -> list[int]:
@@ -1008,16 +1007,6 @@ def _gemm_rates(s: GemmShape, us: float) -> dict:
             "pct_sol": pct_sol(s.t_sol_us, us)}
 
 
-def _time_gemm(step: Callable[[], Any], s: GemmShape, timer, opts: Options) -> dict:
-    try:
-        stats = time_stats(timer(step, opts.iters, opts.warmup))
-        return {"status": "measured", **stats, **_gemm_rates(s, stats["us_median"])}
-    except torch.cuda.OutOfMemoryError as exc:
-        return {"status": "OOM", "error": _error_text(exc), "us_median": None}
-    except Exception as exc:
-        return {"status": "ERR", "error": _error_text(exc), "us_median": None}
-
-
 def bench_gemm_shape(s: GemmShape, device: torch.device, timer, opts: Options,
                      vlattn_ok: bool) -> dict:
     """cuBLAS and (when it can run) vlattn.linear on one shape, the same operands for both."""
@@ -1031,13 +1020,25 @@ def _measure_gemm_shape(s: GemmShape, device: torch.device, timer, opts: Options
     x, w, b = _gemm_operands(s, device, opts.seed)
     out_cublas = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
     rec = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "label": s.label, "users": list(s.users),
-           "t_sol_us": s.t_sol_us, "flops": s.flops, "min_bytes": s.min_bytes,
-           "cublas": _time_gemm(_cublas_linear(x, w, b, out_cublas), s, timer, opts), "vlattn": None}
+           "t_sol_us": s.t_sol_us, "flops": s.flops, "min_bytes": s.min_bytes, "cublas": None, "vlattn": None}
+    step = _cublas_linear(x, w, b, out_cublas)
+    entries = [(lambda: Runner(step=step, result=lambda: out_cublas), None, contextlib.nullcontext)]
     if vlattn_ok:
-        rec["vlattn"] = _bench_vlattn_linear(s, x, w, b, timer, opts)
-        v, c = rec["vlattn"], rec["cublas"]
-        if v.get("us_median") and c.get("us_median"):
-            v["x_cublas"] = c["us_median"] / v["us_median"]
+        out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
+        check = (lambda y: compare_gemm(y, F.linear(x, w, b))) if opts.check else None
+        entries.append((lambda: Runner(step=lambda: vlattn.linear(x, w, b, out=out), result=lambda: out, poison=out),
+                        check, contextlib.nullcontext))
+    cols = measure_columns(entries, device, timer, opts)
+    for key, col in zip(("cublas", "vlattn"), cols):
+        col.pop("setup_s", None)
+        if key == "cublas":
+            col.pop("check", None)
+        if col["status"] == "measured":
+            col.update(_gemm_rates(s, col["us_median"]))
+        rec[key] = col
+    v, c = rec["vlattn"], rec["cublas"]
+    if v is not None and v.get("us_median") and c.get("us_median"):
+        v["x_cublas"] = c["us_median"] / v["us_median"]
     return rec
 
 
@@ -1048,20 +1049,6 @@ def _cublas_linear(x, w, b, out) -> Callable[[], Any]:
     if b is None:
         return lambda: torch.mm(x, wt, out=out)
     return lambda: torch.addmm(b, x, wt, out=out)
-
-
-def _bench_vlattn_linear(s: GemmShape, x, w, b, timer, opts: Options) -> dict:
-    out = torch.full((s.m, s.n), float("nan"), dtype=torch.bfloat16, device=x.device)
-    try:
-        vlattn.linear(x, w, b, out=out)
-        check = compare_gemm(out, F.linear(x, w, b)) if opts.check else None
-    except torch.cuda.OutOfMemoryError as exc:
-        return {"status": "OOM", "error": _error_text(exc), "us_median": None}
-    except Exception as exc:
-        return {"status": "ERR", "error": _error_text(exc), "us_median": None}
-    result = _time_gemm(lambda: vlattn.linear(x, w, b, out=out), s, timer, opts)
-    result["check"] = check
-    return result
 
 
 def _gemm_cell(r: Optional[dict], width: int) -> str:
@@ -1972,9 +1959,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=None, help="timed calls per impl (default 30, --quick 10)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5, --quick 2)")
     p.add_argument("--rounds", type=int, default=3,
-                   help="layers, qkv and attention modes: split each column's timed calls over this many "
-                        "rounds, the columns interleaved (order reversed every other round); 1: each column "
-                        "timed in one block (default 3)")
+                   help="split each column's timed calls (per workload or GEMM shape) over this many rounds, "
+                        "the columns interleaved (order reversed every other round); 1: each column timed in "
+                        "one block (default 3)")
     p.add_argument("--quick", action="store_true", help="fewer iterations")
     p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh one, recorded)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
