@@ -23,7 +23,6 @@ process state one piece at a time.
 """
 import contextlib
 import argparse
-import statistics
 import time
 
 import torch
@@ -32,7 +31,7 @@ import vlattn
 from vlattn import reference
 from vlattn import workloads as W
 from vlattn.bench import (CudaTimer, OP_NAMES, _composite_fn, compiled_runner, graph_runner, select_workloads,
-                          warm_up_process)
+                          time_stats, warm_up_process)
 
 
 def host_busy(seconds):
@@ -86,8 +85,8 @@ def run(args):
             for cname in order:
                 for iname, fn in (("eager", eager), ("graph", graph)):
                     conditions[cname]()
-                    t = sorted(timer(fn, args.iters, args.warmup))
-                    stats = (t[0], statistics.median(t), t[int(0.8 * (len(t) - 1))])
+                    st = time_stats(timer(fn, args.iters, args.warmup))
+                    stats = (st["us_min"], st["us_median"], st["us_p80"])
                     key = (cname, iname)
                     if key not in best or stats[1] < best[key][1]:
                         best[key] = stats

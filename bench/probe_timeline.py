@@ -112,6 +112,11 @@ def run(fn, reps, ahead, scratch):
     return calls
 
 
+def cold_span(flush, kernels):
+    """Flush kernel's end to the call's last kernel end: what the bench's cold timer measures."""
+    return kernels[-1]["ts"] + kernels[-1]["dur"] - (flush["ts"] + flush["dur"])
+
+
 def summarize(calls):
     """Per kernel: start (from the call's first kernel), duration, idle gap since the previous kernel,
     and `queued`: its start minus the end of the host call that launched it (large = the GPU reached
@@ -133,7 +138,7 @@ def summarize(calls):
                      statistics.median(gaps), statistics.median(queued) if queued else float("nan")))
     spans = [c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for _, c in calls]
     leads = [c[0]["ts"] - (f["ts"] + f["dur"]) for f, c in calls]
-    cold = [c[-1]["ts"] + c[-1]["dur"] - (f["ts"] + f["dur"]) for f, c in calls]
+    cold = [cold_span(f, c) for f, c in calls]
     return (rows, statistics.median(spans), len(set(len(c) for _, c in calls)) == 1, statistics.median(leads),
             statistics.median(cold))
 
@@ -141,19 +146,17 @@ def summarize(calls):
 def print_extremes(calls, count):
     """The `count` fastest and slowest calls by cold span (flush end to last kernel end), kernel by
     kernel: which kernel is longer or which gap opens when a call is slow."""
-    spans = sorted(calls, key=lambda fc: fc[1][-1]["ts"] + fc[1][-1]["dur"] - (fc[0]["ts"] + fc[0]["dur"]))
-    cold = [c[-1]["ts"] + c[-1]["dur"] - (f["ts"] + f["dur"]) for f, c in spans]
-    print(f"    cold spans, sorted: {' '.join(f'{v:.0f}' for v in cold)}", flush=True)
+    spans = sorted(calls, key=lambda fc: cold_span(*fc))
+    print(f"    cold spans, sorted: {' '.join(f'{cold_span(f, c):.0f}' for f, c in spans)}", flush=True)
     picks = [("fastest", fc) for fc in spans[:count]] + [("slowest", fc) for fc in spans[-count:]]
     for label, (f, c) in picks:
         flush_end = f["ts"] + f["dur"]
-        print(f"    {label}: cold {c[-1]['ts'] + c[-1]['dur'] - flush_end:7.1f}, lead {c[0]['ts'] - flush_end:6.1f}",
-              flush=True)
+        print(f"    {label}: cold {cold_span(f, c):7.1f}, lead {c[0]['ts'] - flush_end:6.1f}", flush=True)
         for j, k in enumerate(c):
             gap = k["ts"] - (c[j - 1]["ts"] + c[j - 1]["dur"]) if j else k["ts"] - flush_end
-            queued = k["ts"] - k["launched"] if k["launched"] is not None else float("nan")
+            launched = k["launched"] - flush_end if k["launched"] is not None else float("nan")
             print(f"      {short(k['name']):18s} start {k['ts'] - flush_end:7.1f}  dur {k['dur']:7.1f}  "
-                  f"gap {gap:6.1f}  queued {queued:6.1f}  launched {k['launched'] - flush_end if k['launched'] else float('nan'):7.1f}",
+                  f"gap {gap:6.1f}  queued {k['ts'] - flush_end - launched:6.1f}  launched {launched:7.1f}",
                   flush=True)
 
 

@@ -746,31 +746,6 @@ def record_failure(rec: dict, exc: BaseException) -> None:
     rec.update(status="OOM" if isinstance(exc, torch.cuda.OutOfMemoryError) else "ERR", error=_error_text(exc))
 
 
-def measure_runner(build: Callable[[], Runner], device: torch.device, timer, opts: Options,
-                   check: Optional[Callable[[Any], dict]] = None,
-                   context: Callable[[], Any] = contextlib.nullcontext) -> dict:
-    """Build, check (one call on poisoned output), warm up and time one implementation.
-
-    Returns status ("measured", "OOM", "ERR"), the time statistics, ``check`` (``check`` applied
-    to the checked call's output), ``setup_s`` and ``error``. Any failure, out-of-memory included,
-    is recorded rather than raised, so one broken impl or one huge shape does not end the run.
-    ``context`` (e.g. an SDPA backend choice) is held around the build, the check and the timing.
-    """
-    rec: dict[str, Any] = {"status": None, "us_median": None, "check": None}
-    runner = None
-    try:
-        with context():
-            runner = build_checked(build, rec, check)
-            rec.update(time_stats(timer(runner.step, opts.iters, opts.warmup)))
-        rec["status"] = "measured"
-    except Exception as exc:
-        record_failure(rec, exc)
-    finally:
-        del runner
-        release_memory(device)
-    return rec
-
-
 def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
     """The exact bf16 output, computed once per workload on the bench device."""
     try:
@@ -782,7 +757,7 @@ def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
 
 
 def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> list[dict]:
-    """``measure_runner`` for several implementations of one workload, interleaved: every entry (build,
+    """Several implementations of one workload, interleaved: every entry (build,
     check, context) is built and checked first, then the timed calls are split over ``opts.rounds``
     rounds whose order reverses every other round (A B C, C B A, ...), with ``opts.warmup`` untimed calls
     before each round's block and ``context`` held around each of the entry's build, check and blocks.
@@ -823,12 +798,19 @@ def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> lis
 
 
 def measure_columns(entries: list[tuple], device: torch.device, timer, opts: Options) -> list[dict]:
-    """One record per (build, check, context) entry: interleaved rounds when ``opts.rounds`` > 1
-    (measure_runners_in_rounds), else each entry built, checked and timed in one block and its memory
-    released before the next (measure_runner)."""
+    """One record per (build, check, context) entry: status ("measured", "OOM", "ERR"), the time
+    statistics, ``check`` (``check`` applied to the output of one call on poisoned output), ``setup_s``
+    and ``error``. Any failure, out-of-memory included, is recorded rather than raised, so one broken impl
+    or one huge shape does not end the run. With ``opts.rounds`` > 1 the entries are timed in interleaved
+    rounds (measure_runners_in_rounds); with 1, each entry is built, checked and timed in one block and
+    its memory released before the next."""
     if opts.rounds > 1:
         return measure_runners_in_rounds(entries, timer, opts)
-    return [measure_runner(build, device, timer, opts, check, context) for build, check, context in entries]
+    recs = []
+    for entry in entries:
+        recs += measure_runners_in_rounds([entry], timer, opts)
+        release_memory(device)
+    return recs
 
 
 def bench_workload(w, impls: list[Impl], device: torch.device, timer,
