@@ -1049,6 +1049,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // One unit per CTA: stage O in this warpgroup's own 64 rows of the Q tile (only this warpgroup's
       // wgmma read them, and all of those completed: warpgroup_wait<0> above), then 16-byte coalesced
       // stores. The staging and store addresses: from the opaque per-unit thread index (see above).
+      // The row -> (position, head) mapping is written out here and in the persistent branch on purpose:
+      // one shared helper (a lambda returning the row's pointer) cost these kernels 64-88 SASS
+      // instructions (ptxas, twenty-third session), and their code is as it was before the branch.
       Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
