@@ -159,7 +159,7 @@ struct SharedStorageBase {
   typename PipelineK::SharedStorage pipe_k;
   typename PipelineV::SharedStorage pipe_v;
   alignas(8) uint64_t q_full;   // transaction barrier of the Q load of each work unit
-  alignas(8) uint64_t q_empty;  // the consumers are done with the Q tile (and its O staging) of a unit
+  alignas(8) uint64_t q_empty;  // the consumers' wgmma are done with the Q tile of a unit (persistent)
 };
 
 template <int kBN, bool kMaskSmem>
@@ -614,8 +614,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         // A CTA's first unit loads Q first (the per-unit kernels: exactly the order they always had; K/V
         // first cost them 4-8% on the short 007 units, H200 2026-11-30). A later unit's first K/V tile
         // goes out before its Q: those ring stages are free once the previous unit's last GEMMs read
-        // them, while the Q tile is free only once the previous unit's epilogue has read its O staging
-        // (q_empty), so that K/V load overlaps the epilogue.
+        // them, and the Q tile once all of the previous unit's wgmma have completed (q_empty, arrived
+        // before its epilogue, which stores O from registers), so both loads overlap that epilogue.
         const TileWalker walk(kp, w.batch, w.m_block, n_tiles);
         bool q_issued = it == 0;
         auto load_q = [&]() {
@@ -1013,55 +1013,85 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       const float total = quad_sum(l[r]);
       inv_l[r] = total > 0.f ? 1.f / total : 0.f;  // l == 0: every key was -inf -> O = 0
     }
-    // Stage O in this warpgroup's own 64 rows of the Q tile: only this warpgroup's wgmma read them,
-    // and all of those completed (warpgroup_wait<0> above).
-    // The staging and store addresses: from the opaque per-unit thread index (see above).
-    Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
     Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
         make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
-    CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      CUTE_UNROLL
-      for (int j = 0; j < kOColGroups; ++j) {
-        const int i0 = acc_idx(0, r, j);
-        const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
-        __nv_bfloat162 pair = __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
-        // Columns cc, cc+1 are adjacent in the swizzled layout (the swizzle permutes 16-byte chunks).
-        *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) = pair;
-      }
-    }
-    cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
-
-    // 16-byte coalesced stores: 16 chunks per 256-byte row, 128 threads cover 8 rows per pass.
-    constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
-    constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
-    constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
-    const int t = ct_u % 128;
-    const int chunk = t % kChunksPerRow;
     const int64_t o_row_stride = int64_t(kp.heads_q) * C::kHeadDim;
-    CUTE_UNROLL
-    for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
-      const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
-      int q_row = first_row + r_local, head_out = head;
-      if constexpr (!kMaskSmem) {
-        if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
-          const int g = r_local / kp.pack_rows;
-          q_row = g < kp.group ? first_row + r_local - g * kp.pack_rows : kp.seqlen_q;
-          head_out = head * kp.group + g;
+    if constexpr (kPersistent) {
+      // Every wgmma of this unit has completed (warpgroup_wait<0> above), so nothing reads the Q tile
+      // any more: release it now, and the producer loads the next unit's Q under this epilogue instead
+      // of after it (on 034's short key sequences a unit is 3-6 key tiles, and each unit boundary paid
+      // the Q load's latency). O therefore goes from registers straight to global memory, without the
+      // staging in sQ: per row of this thread, bf16 pairs at columns 8j + 2 (lane % 4).
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int r_local = get<0>(tOcO(acc_idx(0, r, 0)));
+        int q_row = first_row + r_local, head_out = head;
+        if constexpr (!kMaskSmem) {
+          if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
+            const int g = r_local / kp.pack_rows;
+            q_row = g < kp.group ? first_row + r_local - g * kp.pack_rows : kp.seqlen_q;
+            head_out = head * kp.group + g;
+          }
+        }
+        if (q_row < kp.seqlen_q) {
+          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head_out) * C::kHeadDim;
+          CUTE_UNROLL
+          for (int j = 0; j < kOColGroups; ++j) {
+            const int i0 = acc_idx(0, r, j);
+            *reinterpret_cast<__nv_bfloat162*>(dst + get<1>(tOcO(i0))) =
+                __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
+          }
         }
       }
-      if (q_row < kp.seqlen_q) {
-        const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
-        Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride +
-                       int64_t(head_out) * C::kHeadDim + chunk * kChunk;
-        *reinterpret_cast<uint4*>(dst) = val;
+    } else {
+      // One unit per CTA: stage O in this warpgroup's own 64 rows of the Q tile (only this warpgroup's
+      // wgmma read them, and all of those completed: warpgroup_wait<0> above), then 16-byte coalesced
+      // stores. The staging and store addresses: from the opaque per-unit thread index (see above).
+      // The row -> (position, head) mapping is written out here and in the persistent branch on purpose:
+      // one shared helper (a lambda returning the row's pointer) cost these kernels 64-88 SASS
+      // instructions (ptxas, twenty-third session), and their code is as it was before the branch.
+      Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        CUTE_UNROLL
+        for (int j = 0; j < kOColGroups; ++j) {
+          const int i0 = acc_idx(0, r, j);
+          const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
+          __nv_bfloat162 pair = __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
+          // Columns cc, cc+1 are adjacent in the swizzled layout (the swizzle permutes 16-byte chunks).
+          *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) = pair;
+        }
       }
+      cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
+
+      // 16 chunks per 256-byte row, 128 threads cover 8 rows per pass.
+      constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
+      constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
+      constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
+      const int t = ct_u % 128;
+      const int chunk = t % kChunksPerRow;
+      CUTE_UNROLL
+      for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
+        const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
+        int q_row = first_row + r_local, head_out = head;
+        if constexpr (!kMaskSmem) {
+          if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
+            const int g = r_local / kp.pack_rows;
+            q_row = g < kp.group ? first_row + r_local - g * kp.pack_rows : kp.seqlen_q;
+            head_out = head * kp.group + g;
+          }
+        }
+        if (q_row < kp.seqlen_q) {
+          const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
+          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride +
+                         int64_t(head_out) * C::kHeadDim + chunk * kChunk;
+          *reinterpret_cast<uint4*>(dst) = val;
+        }
+      }
+      break;  // the last unit: nobody waits for q_empty
     }
-    // This thread is done with the Q tile and its O staging: the producer may load the next unit's
-    // Q over it (the fence orders these generic-proxy accesses before the TMA's async-proxy writes).
-    if constexpr (!kPersistent) break;  // the last unit: nobody waits for q_empty
-    cutlass::arch::fence_view_async_shared();
-    cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
     }  // units
   }
 #endif  // sm_90a
