@@ -1,0 +1,62 @@
+"""Does the native eager call make device allocations (cudaMalloc) call after call?
+
+    python3 bench/probe_allocs.py [--workloads 007:1,007:7,034:12,034:10] [--calls 48]
+
+The two-stream QKV path takes its side stream from c10's pool (round-robin over 32 streams per device)
+and allocates the side GEMM's workspace with that stream current, so each of the first 32 calls may
+find no cached block of its stream and cudaMalloc a new segment (host time before or between the
+launches). The bench runs 5 warm-up calls per round, one checked call and 30 timed ones, so most of its
+timed eager calls would pay it, and its graph replay never does. In the twenty-fourth session's README
+run the GPU-bound large layers read 50-110 us slower eager than graph at the median (007 B64 S256,
+034 B32 Lq373, Lq 8192). Per workload this prints, for each eager call (the bench's cold timer), the
+caching allocator's device-allocation count delta (memory_stats "num_device_alloc") and µs, then the
+graph replay's median for comparison.
+"""
+import argparse
+import statistics
+
+import torch
+
+import vlattn
+from vlattn import workloads as W
+from vlattn.bench import CudaTimer, OP_NAMES, graph_runner, select_workloads, warm_up_process
+
+
+def device_allocs() -> int:
+    return int(torch.cuda.memory_stats().get("num_device_alloc", -1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workloads", default="007:1,007:7,034:12,034:10")
+    ap.add_argument("--calls", type=int, default=48)
+    args = ap.parse_args()
+    device = torch.device("cuda")
+    timer = CudaTimer(device)
+    warm_up_process(device, 1.0)
+    for w in select_workloads(W.load(), args.workloads):
+        inputs = W.make_inputs(w, device)
+        op = getattr(vlattn, OP_NAMES[w.problem])
+        a = tuple(inputs.values())
+        out = torch.empty_like(a[0])
+        eager = lambda: op(*a, backend="native", out=out)  # noqa: E731  (the bench's vlattn:native)
+        rows = []
+        for i in range(args.calls):
+            before = device_allocs()
+            (us,) = timer(eager, 1, 0)
+            rows.append((i, device_allocs() - before, us))
+        graph = graph_runner(lambda *x: op(*x, backend="native"), a, device).step
+        g = statistics.median(timer(graph, 15, 2))
+        with_alloc = [us for _, d, us in rows if d > 0]
+        without = [us for _, d, us in rows[1:] if d == 0]
+        print(f"{w.name}: graph median {g:.1f} us; eager calls with a device allocation {len(with_alloc)} of "
+              f"{len(rows)} (median {statistics.median(with_alloc) if with_alloc else float('nan'):.1f} us), "
+              f"without {len(without)} (median {statistics.median(without) if without else float('nan'):.1f} us)")
+        print("  call: allocs us  " + "  ".join(f"{i}:{d} {us:.0f}" for i, d, us in rows), flush=True)
+        del graph
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
