@@ -4,10 +4,13 @@
     python3 bench/probe_timeline.py --gemms 128x512x3584+b,128x3584x3584 [--configs auto,t64x64x64_c1x1_pingpong]
 
 nsys is not on the device machine; torch.profiler's CUDA activity records (CUPTI) give the kernels'
-GPU timestamps. Two modes per workload:
+GPU timestamps. Modes per workload (--modes, default ahead,cold):
   ahead  a sleep kernel first, so the host has queued the whole call before the GPU reaches it: the
          gaps are GPU-side only (launch latency, programmatic dependent launch, stream joins);
-  cold   the bench's timer conditions (queue drained, L2 flushed): gaps include exposed host time.
+  cold   the bench's timer conditions (queue drained, L2 flushed): gaps include exposed host time;
+  graph  the call replayed from a CUDA graph under the cold conditions (the bench's native_graph column).
+The layer call is the bench's: backend="native" into a fixed out= (until 2026-12-02 it was the automatic
+backend returning a fresh tensor).
 Per kernel, the median over --reps calls of: start relative to the call's first kernel, duration, and
 the idle gap since the previous kernel ended (negative = overlap). CUPTI adds host time per launch, so
 the cold mode's gaps are an upper bound; the durations and the ahead mode's gaps are the GPU's.
@@ -30,7 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import vlattn
 from vlattn import workloads as W
-from vlattn.bench import select_workloads
+from vlattn.bench import graph_runner, select_workloads
 
 SLEEP_CYCLES = 4_000_000  # ~2 ms: longer than any call's host path here
 
@@ -44,10 +47,16 @@ def short(name: str) -> str:
 
 
 def layer_fn(w):
+    """The bench's vlattn:native call: the public op with backend="native", writing into a fixed out=."""
     v = list(W.make_inputs(w, "cuda").values())
-    if w.problem == "007":
-        return lambda: vlattn.mrope_self_attention(*v)
-    return lambda: vlattn.vision_cross_attention(*v)
+    out = torch.empty_like(v[0])
+    op = vlattn.mrope_self_attention if w.problem == "007" else vlattn.vision_cross_attention
+    return lambda: op(*v, backend="native", out=out)
+
+
+def graph_fn(fn):
+    """``fn`` captured once into a CUDA graph (the bench's vlattn:native_graph column): its replay."""
+    return graph_runner(lambda: fn(), (), torch.device("cuda")).step
 
 
 def gemm_fns(spec, configs):
@@ -168,6 +177,9 @@ def main():
                     help="also print the N fastest and N slowest cold calls kernel by kernel")
     ap.add_argument("--gemms", default="", help="MxNxK[+b],...: time single GEMMs instead of layers")
     ap.add_argument("--configs", default="", help="vlattn.linear configs for --gemms (default: auto + all)")
+    ap.add_argument("--modes", default="ahead,cold",
+                    help="comma list of ahead, cold and graph (the call's CUDA-graph replay under the cold "
+                         "conditions: the same kernels without the host path, kernel by kernel against cold)")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
@@ -177,10 +189,12 @@ def main():
         jobs = [(f"{spec} {label}", fn) for spec in args.gemms.split(",") for label, fn in gemm_fns(spec, configs)]
     else:
         jobs = [(w.name, layer_fn(w)) for w in select_workloads(W.load(), args.workloads)]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for name, fn in jobs:
-        for mode in ("ahead", "cold"):
+        for mode in modes:
             try:
-                calls = run(fn, args.reps, mode == "ahead", scratch)
+                call = graph_fn(fn) if mode == "graph" else fn
+                calls = run(call, args.reps, mode == "ahead", scratch)
             except RuntimeError as exc:  # a config that cannot run this shape
                 print(f"{name} {mode}: {str(exc).splitlines()[0]}", flush=True)
                 break
@@ -194,7 +208,7 @@ def main():
             for name, start, dur, gap, queued in rows:
                 print(f"    {name:18s} start {start:7.1f}  dur {dur:7.1f}  gap {gap:6.1f}  queued {queued:6.1f}",
                       flush=True)
-            if args.extremes and mode == "cold":
+            if args.extremes and mode in ("cold", "graph"):
                 print_extremes(calls, args.extremes)
 
 
