@@ -9,11 +9,13 @@ launches). The bench runs 5 warm-up calls per round, one checked call and 30 tim
 timed eager calls would pay it, and its graph replay never does. In the twenty-fourth session's README
 run the GPU-bound large layers read 50-110 us slower eager than graph at the median (007 B64 S256,
 034 B32 Lq373, Lq 8192). Per workload this prints, for each eager call (the bench's cold timer), the
-caching allocator's device-allocation count delta (memory_stats "num_device_alloc") and µs, then the
-graph replay's median for comparison.
+caching allocator's device-allocation count delta (memory_stats "num_device_alloc"), the cold µs and the
+host µs the call took (a host path slower than the GPU's first kernels shows there), then the graph
+replay's median for comparison.
 """
 import argparse
 import statistics
+import time
 
 import torch
 
@@ -24,6 +26,21 @@ from vlattn.bench import CudaTimer, OP_NAMES, graph_runner, select_workloads, wa
 
 def device_allocs() -> int:
     return int(torch.cuda.memory_stats().get("num_device_alloc", -1))
+
+
+def timed_call(step, scratch):
+    """The bench's cold timer on one call (queue drained, L2 flushed, events around the call), plus the
+    host time the call took (perf_counter around it): (events µs, host µs)."""
+    torch.cuda.synchronize()
+    scratch.zero_()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    step()
+    host = (time.perf_counter() - t0) * 1e6
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3, host
 
 
 def main():
@@ -43,16 +60,20 @@ def main():
         rows = []
         for i in range(args.calls):
             before = device_allocs()
-            (us,) = timer(eager, 1, 0)
-            rows.append((i, device_allocs() - before, us))
+            us, host = timed_call(eager, timer.scratch)
+            rows.append((i, device_allocs() - before, us, host))
         graph = graph_runner(lambda *x: op(*x, backend="native"), a, device).step
         g = statistics.median(timer(graph, 15, 2))
-        with_alloc = [us for _, d, us in rows if d > 0]
-        without = [us for _, d, us in rows[1:] if d == 0]
+        with_alloc = [us for _, d, us, _ in rows if d > 0]
+        without = [us for _, d, us, _ in rows[1:] if d == 0]
+        nan = float("nan")
         print(f"{w.name}: graph median {g:.1f} us; eager calls with a device allocation {len(with_alloc)} of "
-              f"{len(rows)} (median {statistics.median(with_alloc) if with_alloc else float('nan'):.1f} us), "
-              f"without {len(without)} (median {statistics.median(without) if without else float('nan'):.1f} us)")
-        print("  call: allocs us  " + "  ".join(f"{i}:{d} {us:.0f}" for i, d, us in rows), flush=True)
+              f"{len(rows)} (median {statistics.median(with_alloc) if with_alloc else nan:.1f} us), "
+              f"without {len(without)} (median {statistics.median(without) if without else nan:.1f} us); "
+              f"host time per call median {statistics.median(h for *_, h in rows):.1f} us, "
+              f"max {max(h for *_, h in rows):.1f}; alloc retries {torch.cuda.memory_stats().get('num_alloc_retries')}")
+        print("  call:allocs events-us/host-us  " + "  ".join(f"{i}:{d} {us:.0f}/{h:.0f}" for i, d, us, h in rows),
+              flush=True)
         del graph
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
