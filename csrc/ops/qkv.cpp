@@ -199,25 +199,6 @@ bool side_first_enabled() {
   return enabled;
 }
 
-// The second stream. VLATTN_QKV_SIDE_STREAM_FIXED (read once) 0 (default): a stream from c10's pool on
-// every call, which hands out its 32 streams per device round-robin; the side GEMM's workspace is
-// allocated with that stream current, and the caching allocator reuses a block only on the stream it
-// was made for, so each of the first 32 calls may cudaMalloc a new segment. 1: one pool stream per host
-// thread and device, taken once and kept, so the workspace block is reused from the second call on (an
-// A/B for the eager calls of the large layers, 50-110 us above their graph replay in the bench:
-// bench/probe_allocs.py, bench/NOTES.md twenty-fourth session). Per thread, as the fork/join events
-// are: two threads never share it.
-c10::cuda::CUDAStream side_stream_for(int device) {
-  static const bool fixed = env_flag("VLATTN_QKV_SIDE_STREAM_FIXED", false);
-  if (!fixed) return c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
-  constexpr int kMaxDevices = 64;
-  thread_local c10::optional<c10::cuda::CUDAStream> streams[kMaxDevices];
-  TORCH_CHECK(device >= 0 && device < kMaxDevices, "vlattn: device index ", device, " out of range");
-  c10::optional<c10::cuda::CUDAStream>& s = streams[device];
-  if (!s.has_value()) s = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
-  return *s;
-}
-
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
 // model counts both GEMMs' tiles on the one machine (gemm_analytic_pick's `concurrent`). Picked alone,
 // 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
@@ -230,8 +211,23 @@ bool gemm_pair_waves_enabled() {
 // Fork/join events, one pair per device and host thread, created on first use and reused: recording
 // an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
 // sharing one pair could each wait on the other's record.
+// The second stream itself: VLATTN_QKV_SIDE_STREAM_FIXED (read once) 0 (default) takes a stream from
+// c10's pool on every call, which hands out its 32 streams per device round-robin; the side GEMM's
+// workspace is allocated with that stream current, and the caching allocator reuses a block only on the
+// stream it was made for, so each of the first 32 calls may cudaMalloc a new segment. 1 takes one pool
+// stream per host thread and device once and keeps it here, beside the events, so the workspace block
+// is reused from the second call on (an A/B for the eager calls of the large layers, 50-110 us above
+// their graph replay in the bench: bench/probe_allocs.py, bench/NOTES.md twenty-fourth session).
 struct ForkJoin {
   cudaEvent_t fork = nullptr, join = nullptr;
+  c10::optional<c10::cuda::CUDAStream> kept;  // VLATTN_QKV_SIDE_STREAM_FIXED=1 only
+  c10::cuda::CUDAStream side_stream(int device) {
+    static const bool fixed = env_flag("VLATTN_QKV_SIDE_STREAM_FIXED", false);
+    if (fixed && kept.has_value()) return *kept;
+    const c10::cuda::CUDAStream s = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+    if (fixed) kept = s;
+    return s;
+  }
   ForkJoin() = default;
   ForkJoin(const ForkJoin&) = delete;
   ForkJoin& operator=(const ForkJoin&) = delete;
@@ -452,8 +448,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
   c10::optional<c10::cuda::CUDAStream> side_stream;
   if (side) {
-    side_stream = side_stream_for(device);
     ForkJoin& ev = fork_join_events(device);
+    side_stream = ev.side_stream(device);
     C10_CUDA_CHECK(cudaEventRecord(ev.fork, p.stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
   }
