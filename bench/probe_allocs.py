@@ -15,32 +15,16 @@ replay's median for comparison.
 """
 import argparse
 import statistics
-import time
 
 import torch
 
-import vlattn
 from vlattn import workloads as W
-from vlattn.bench import CudaTimer, OP_NAMES, graph_runner, select_workloads, warm_up_process
+from vlattn.bench import (Case, CudaTimer, OP_NAMES, select_workloads, vlattn_backend_impl, vlattn_graph_impl,
+                          warm_up_process)
 
 
 def device_allocs() -> int:
     return int(torch.cuda.memory_stats().get("num_device_alloc", -1))
-
-
-def timed_call(step, scratch):
-    """The bench's cold timer on one call (queue drained, L2 flushed, events around the call), plus the
-    host time the call took (perf_counter around it): (events µs, host µs)."""
-    torch.cuda.synchronize()
-    scratch.zero_()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    t0 = time.perf_counter()
-    step()
-    host = (time.perf_counter() - t0) * 1e6
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3, host
 
 
 def main():
@@ -52,17 +36,15 @@ def main():
     timer = CudaTimer(device)
     warm_up_process(device, 1.0)
     for w in select_workloads(W.load(), args.workloads):
-        inputs = W.make_inputs(w, device)
-        op = getattr(vlattn, OP_NAMES[w.problem])
-        a = tuple(inputs.values())
-        out = torch.empty_like(a[0])
-        eager = lambda: op(*a, backend="native", out=out)  # noqa: E731  (the bench's vlattn:native)
+        case = Case(workload=w, op_name=OP_NAMES[w.problem], inputs=W.make_inputs(w, device), device=device)
+        eager = vlattn_backend_impl("native").build(case).step  # the bench's vlattn:native column
         rows = []
         for i in range(args.calls):
             before = device_allocs()
-            us, host = timed_call(eager, timer.scratch)
-            rows.append((i, device_allocs() - before, us, host))
-        graph = graph_runner(lambda *x: op(*x, backend="native"), a, device).step
+            host = []
+            (us,) = timer(eager, 1, 0, host_us=host)
+            rows.append((i, device_allocs() - before, us, host[0]))
+        graph = vlattn_graph_impl("native").build(case).step
         g = statistics.median(timer(graph, 15, 2))
         with_alloc = [us for _, d, us, _ in rows if d > 0]
         without = [us for _, d, us, _ in rows[1:] if d == 0]

@@ -21,9 +21,9 @@ import time
 
 import torch
 
-import vlattn
 from vlattn import workloads as W
-from vlattn.bench import CudaTimer, OP_NAMES, graph_runner, select_workloads, warm_up_process
+from vlattn.bench import (Case, CudaTimer, OP_NAMES, select_workloads, vlattn_backend_impl, vlattn_graph_impl,
+                          warm_up_process)
 
 
 def read(path):
@@ -90,12 +90,9 @@ def main():
     timer = CudaTimer(device)
     warm_up_process(device, 1.0)
     (w,) = select_workloads(W.load(), args.workload)
-    inputs = W.make_inputs(w, device)
-    op = getattr(vlattn, OP_NAMES[w.problem])
-    a = tuple(inputs.values())
-    out = torch.empty_like(a[0])
-    eager = lambda: op(*a, backend="native", out=out)  # noqa: E731  (the bench's vlattn:native)
-    graph = graph_runner(lambda *x: op(*x, backend="native"), a, device).step
+    case = Case(workload=w, op_name=OP_NAMES[w.problem], inputs=W.make_inputs(w, device), device=device)
+    eager = vlattn_backend_impl("native").build(case).step  # the bench's vlattn:native column
+    graph = vlattn_graph_impl("native").build(case).step
     small = torch.zeros(16, device=device)
     print(f"\n{w.name}: per CPU (main thread pinned), medians")
     print(f"{'cpu':>5s} {'py ns':>7s} {'launch us':>10s} {'eager us':>9s} {'graph us':>9s} {'eager-graph':>12s}")

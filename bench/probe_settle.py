@@ -27,11 +27,10 @@ import time
 
 import torch
 
-import vlattn
 from vlattn import reference
 from vlattn import workloads as W
-from vlattn.bench import (CudaTimer, OP_NAMES, _composite_fn, compiled_runner, graph_runner, select_workloads,
-                          time_stats, warm_up_process)
+from vlattn.bench import (Case, CudaTimer, OP_NAMES, _composite_fn, compiled_runner, select_workloads, time_stats,
+                          vlattn_backend_impl, vlattn_graph_impl, warm_up_process)
 
 
 def host_busy(seconds):
@@ -63,14 +62,13 @@ def run(args):
     warm_up_process(device, 2.0)
     print(f"{'workload':28s} {'condition':10s} {'impl':6s} {'min':>8s} {'median':>8s} {'p80':>8s}   (best round)")
     for w in select_workloads(W.load(), args.workloads):
-        inputs = W.make_inputs(w, device)
-        op = getattr(vlattn, OP_NAMES[w.problem])
-        ref_fn = getattr(reference, OP_NAMES[w.problem])
-        a = tuple(inputs.values())
-        out = torch.empty_like(a[0])
-        eager = lambda: op(*a, backend="native", out=out)  # noqa: E731  (the bench's vlattn:native)
-        graph = graph_runner(lambda *x: op(*x, backend="native"), a, device).step
-        compiled = compiled_runner(_composite_fn(OP_NAMES[w.problem]), a, device) if args.compile else None
+        case = Case(workload=w, op_name=OP_NAMES[w.problem], inputs=W.make_inputs(w, device), device=device)
+        inputs, a = case.inputs, case.args
+        ref_fn = getattr(reference, case.op_name)
+        native = vlattn_backend_impl("native").build(case)  # the bench's vlattn:native column
+        eager, out = native.step, native.result()
+        graph = vlattn_graph_impl("native").build(case).step
+        compiled = compiled_runner(_composite_fn(case.op_name), a, device) if args.compile else None
 
         conditions = {
             "idle": lambda: time.sleep(args.settle_s),
@@ -94,7 +92,7 @@ def run(args):
                           f"{stats[0]:8.1f} {stats[1]:8.1f} {stats[2]:8.1f}", flush=True)
         for (cname, iname), s in best.items():
             print(f"{w.name:28s} {cname:10s} {iname:6s} {s[0]:8.1f} {s[1]:8.1f} {s[2]:8.1f}", flush=True)
-        del inputs, a, out, graph, compiled
+        del case, inputs, a, native, eager, out, graph, compiled
         torch.cuda.empty_cache()
 
 

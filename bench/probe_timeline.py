@@ -33,7 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import vlattn
 from vlattn import workloads as W
-from vlattn.bench import graph_runner, select_workloads
+from vlattn.bench import Case, OP_NAMES, graph_runner, select_workloads, vlattn_backend_impl
 
 SLEEP_CYCLES = 4_000_000  # ~2 ms: longer than any call's host path here
 
@@ -47,11 +47,10 @@ def short(name: str) -> str:
 
 
 def layer_fn(w):
-    """The bench's vlattn:native call: the public op with backend="native", writing into a fixed out=."""
-    v = list(W.make_inputs(w, "cuda").values())
-    out = torch.empty_like(v[0])
-    op = vlattn.mrope_self_attention if w.problem == "007" else vlattn.vision_cross_attention
-    return lambda: op(*v, backend="native", out=out)
+    """The bench's vlattn:native column: the public op with backend="native", writing into a fixed out=."""
+    device = torch.device("cuda")
+    case = Case(workload=w, op_name=OP_NAMES[w.problem], inputs=W.make_inputs(w, device), device=device)
+    return vlattn_backend_impl("native").build(case).step
 
 
 def graph_fn(fn):

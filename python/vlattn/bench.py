@@ -407,7 +407,10 @@ class CudaTimer:
         l2_bytes = getattr(props, "L2_cache_size", 0) or FALLBACK_L2_BYTES
         self.scratch = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device=device)
 
-    def __call__(self, step: Callable[[], Any], iters: int, warmup: int) -> list[float]:
+    def __call__(self, step: Callable[[], Any], iters: int, warmup: int,
+                 host_us: Optional[list] = None) -> list[float]:
+        """µs per timed call; with ``host_us``, also appends the host time each call took (a probe's view
+        of a host path slower than the GPU's first kernels)."""
         for _ in range(warmup):
             step()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
@@ -416,7 +419,12 @@ class CudaTimer:
             torch.cuda.synchronize()
             self.scratch.zero_()
             start.record()
-            step()
+            if host_us is None:
+                step()
+            else:
+                t0 = time.perf_counter()
+                step()
+                host_us.append((time.perf_counter() - t0) * 1e6)
             end.record()
         torch.cuda.synchronize()
         return [start.elapsed_time(end) * 1e3 for start, end in zip(starts, ends)]
