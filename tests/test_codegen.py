@@ -230,7 +230,8 @@ def test_qkv_kernels_no_spills(qkv_report):
     assert not qkv_report.serialized, f"ptxas serialized the wgmma of: {sorted(qkv_report.serialized)}"
 
 
-@pytest.mark.parametrize("tu", ["csrc/qkv/qkv_gemm_epi_64x256pp.cu", "csrc/qkv/qkv_gemm_epi_128x256coop.cu"])
+@pytest.mark.parametrize("tu", ["csrc/qkv/qkv_gemm_epi_64x256pp.cu", "csrc/qkv/qkv_gemm_epi_128x256coop.cu",
+                                "csrc/qkv/qkv_gemm_epi_128x128pp.cu"])
 def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
     """The projection GEMMs with the RoPE epilogue in registers (qkv/gemm_rope_epi.h): two modes (table
     RoPE, none), no stack frame and no spills next to the 128 fp32 accumulators per thread (both rows'

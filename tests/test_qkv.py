@@ -488,7 +488,7 @@ torch.save(outs, sys.argv[1])
 
 
 @requires_sm90
-@pytest.mark.parametrize("mode", ["2", "3"], ids=["pingpong", "coop"])
+@pytest.mark.parametrize("mode", ["2", "3", "4"], ids=["pingpong", "coop", "pingpong128"])
 @pytest.mark.parametrize("batch,seq,bias", [(1, 1024, True), (2, 550, False), (3, 1400, True)],
                          ids=["B1-S1024", "B2-S550-nobias", "B3-S1400"])
 def test_gemm_epilogue_exact(batch, seq, bias, mode, tmp_path):
@@ -539,10 +539,11 @@ torch.save([t.cpu() for t in outs], sys.argv[1])
 def test_gemm_epilogue_is_bitwise_neutral(tmp_path, rng_seed):
     """Config "gemm" with the RoPE in the GEMM epilogue gives the bits of the GEMM + RoPE pass path
     (VLATTN_QKV_GEMM_EPI=0) on random (not exactly representable) inputs, both by the default rule (007
-    at 4200 rows) and everywhere it can run on either tile (=2 ping-pong, =3 cooperative; 034's v too):
+    at 4200 rows) and everywhere it can run on any tile (=2 ping-pong, =3 cooperative, =4 ping-pong
+    128 x 128; 034's v too):
     the same fp32 accumulators, the same roundings."""
     assert_switch_bitwise_neutral(_GEMM_EPI_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_EPI", 6,
-                                  "RoPE epilogue vs the RoPE pass", values=("1", "2", "3"))
+                                  "RoPE epilogue vs the RoPE pass", values=("1", "2", "3", "4"))
 
 
 @requires_sm90

@@ -350,12 +350,13 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
 // VLATTN_QKV_GEMM_EPI (read once): 0 = every group of config "gemm" through y and the RoPE pass; 1
 // (default) = the measured rule qkv_gemm_epi_tile for launches whose groups all take the epilogue
 // GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows, on 64 x 256
-// ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B).
+// ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B); 4 = as 2 on 128 x 128 ping-pong
+// tiles (A/B).
 int gemm_epi_mode() {
   static const int mode = [] {
     const char* env = std::getenv("VLATTN_QKV_GEMM_EPI");
     if (env == nullptr) return 1;
-    return env[0] == '0' ? 0 : env[0] == '2' ? 2 : env[0] == '3' ? 3 : 1;
+    return env[0] == '0' ? 0 : env[0] == '2' ? 2 : env[0] == '3' ? 3 : env[0] == '4' ? 4 : 1;
   }();
   return mode;
 }
@@ -397,13 +398,17 @@ GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmPa
 }
 
 GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, QkvEpiTile tile, const at::TensorOptions& like) {
-  const bool coop = tile == QkvEpiTile::kCoop128x256;
-  const size_t ws_bytes = coop ? gemm_rope_epi_workspace_coop(e) : gemm_rope_epi_workspace(e);
+  const bool coop = tile == QkvEpiTile::kCoop128x256, pp128 = tile == QkvEpiTile::kPingPong128x128;
+  const size_t ws_bytes = coop    ? gemm_rope_epi_workspace_coop(e)
+                          : pp128 ? gemm_rope_epi_workspace_pp128(e)
+                                  : gemm_rope_epi_workspace(e);
   at::Tensor workspace;  // from the caching allocator (the current stream's): capturable
   if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
   RECORD_USER_SCOPE("vlattn.gemm_epi.run");
   void* ws = ws_bytes ? workspace.data_ptr() : nullptr;
-  return coop ? gemm_rope_epi_run_coop(e, ws, ws_bytes) : gemm_rope_epi_run(e, ws, ws_bytes);
+  return coop    ? gemm_rope_epi_run_coop(e, ws, ws_bytes)
+         : pp128 ? gemm_rope_epi_run_pp128(e, ws, ws_bytes)
+                 : gemm_rope_epi_run(e, ws, ws_bytes);
 }
 
 // With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer; returns
@@ -417,6 +422,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   const QkvEpiTile tile = mode == 0   ? QkvEpiTile::kNone
                           : mode == 2 ? QkvEpiTile::kPingPong64x256
                           : mode == 3 ? QkvEpiTile::kCoop128x256
+                          : mode == 4 ? QkvEpiTile::kPingPong128x128
                                       : qkv_gemm_epi_tile(p.m);
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;

@@ -50,5 +50,7 @@ GemmStatus gemm_rope_epi_run(const GemmRopeEpiParams& p, void* workspace, size_t
 // two mainloops, the faster mainloop from 8192 rows.
 size_t gemm_rope_epi_workspace_coop(const GemmRopeEpiParams& p);
 GemmStatus gemm_rope_epi_run_coop(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
+size_t gemm_rope_epi_workspace_pp128(const GemmRopeEpiParams& p);
+GemmStatus gemm_rope_epi_run_pp128(const GemmRopeEpiParams& p, void* workspace, size_t bytes);
 
 }  // namespace vlattn

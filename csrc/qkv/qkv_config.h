@@ -64,7 +64,10 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 //   (-0.6%); 8192 rows: fifteenth session call 2.
 // - 034 keeps the pass (its q needs 1-D positions, which cost ~50 us per tile in the epilogue; its v
 //   alone was not faster).
-enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256 };
+// - 128 x 128 ping-pong (one head per tile, two 64-row atoms per warpgroup; VLATTN_QKV_GEMM_EPI=4): an A/B
+//   candidate for >= 8192 rows, the epilogue under the other warpgroup's mainloop with a 128-row tile's
+//   operand reuse. Not in the rule until measured.
+enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256, kPingPong128x128 };
 inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
   if (m >= 8192) return QkvEpiTile::kCoop128x256;
   if (m >= 4096) return QkvEpiTile::kPingPong64x256;

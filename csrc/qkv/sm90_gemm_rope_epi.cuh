@@ -117,22 +117,27 @@ class RopeStoreEpilogue {
   // chain of L2 round trips per channel group (fourteenth session, call 1: 10-40 us per tile).
   //   1. bias for the whole tile, all loads in flight together;
   //   2. y = bf16(acc + bias), packed two channels per register (the accumulators die here);
-  //   then per row (two per thread): 3. kTable: the row's cos/sin, all loads in flight together;
+  //   then per row (two per thread and 64-row wgmma atom): 3. kTable: the row's cos/sin, all loads in
+  //   flight together;
   //   4. RoPE and the stores. (Both rows' tables at once spilled 56 B in the 128 x 256 kernel.)
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
             class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char*) {
-    // One 64 x TileN wgmma atom per consumer warpgroup: the fragment is ((2, 2, TileN / 8), 1, 1).
+    // MM 64 x TileN wgmma atoms along M per consumer warpgroup: the fragment is ((2, 2, TileN / 8), MM, 1);
+    // MM = 1 on the cooperative 128-row and the ping-pong 64-row tiles, 2 on the ping-pong 128-row tile
+    // (atom mi holds rows + 64 mi).
     static_assert(rank(FrgLayout{}) == 3 && rank<0>(FrgLayout{}) == 3, "unexpected accumulator fragment");
-    static_assert(decltype(size<1>(acc))::value == 1 && decltype(size<2>(acc))::value == 1,
-                  "one wgmma atom per warpgroup");
+    constexpr int MM = decltype(size<1>(acc))::value;
+    static_assert((MM == 1 || MM == 2) && decltype(size<2>(acc))::value == 1,
+                  "one or two wgmma atoms along M, one along N, per warpgroup");
     static_assert(decltype(size<0, 0>(acc))::value == 2 && decltype(size<0, 1>(acc))::value == 2 &&
                       decltype(size<0, 2>(acc))::value == TileN / 8,
                   "wgmma 64xN accumulator: (2 columns, 2 row halves, N / 8 column groups)");
-    static_assert(TileM == 64 || TileM == 128, "64 rows per consumer warpgroup");
+    static_assert(TileM == 64 || TileM == 128, "64 or 128 rows per tile");
     constexpr int H = kHeadsPerTile;
+    constexpr int R = 2 * MM;  // rows per thread: row r is row half r % 2 of atom r / 2
     const int M = int(get<0>(problem_shape_mnkl));
     const auto* bias = static_cast<const __nv_bfloat16*>(p_.bias);
     const auto* cos_tab = static_cast<const __nv_bfloat16*>(p_.cos);
@@ -140,7 +145,7 @@ class RopeStoreEpilogue {
 
     auto thr_mma = tiled_mma.get_thread_slice(thread_idx);
     Tensor tCcD = thr_mma.partition_C(make_identity_tensor(make_shape(Int<TileM>{}, Int<TileN>{})));
-    auto at = [&](int v0, int v1, int v2) { return make_coord(make_coord(v0, v1, v2), 0, 0); };
+    auto at = [&](int v0, int r, int v2) { return make_coord(make_coord(v0, r % 2, v2), r / 2, 0); };
 
     const int m0 = int(get<0>(blk_coord_mnkl)) * TileM;
     const int head0 = int(get<1>(blk_coord_mnkl)) * H;
@@ -148,14 +153,14 @@ class RopeStoreEpilogue {
     auto chan = [&](int j) { return int(get<1>(tCcD(at(0, 0, j)))); };
     const int q = chan(0) / 2;  // lane % 4: the thread's place among the four lanes of a row
 
-    int b[2], s[2];
-    bool live[2];
+    int b[R], s[R];
+    bool live[R];
     CUTLASS_PRAGMA_UNROLL
-    for (int v1 = 0; v1 < 2; ++v1) {
-      const int m = m0 + int(get<0>(tCcD(at(0, v1, 0))));
-      live[v1] = m < M;
-      b[v1] = live[v1] ? m / p_.seq : 0;
-      s[v1] = live[v1] ? m - b[v1] * p_.seq : 0;
+    for (int r = 0; r < R; ++r) {
+      const int m = m0 + int(get<0>(tCcD(at(0, r, 0))));
+      live[r] = m < M;
+      b[r] = live[r] ? m / p_.seq : 0;
+      s[r] = live[r] ? m - b[r] * p_.seq : 0;
     }
 
     // 1. Loads: bias of every column this thread holds.
@@ -171,9 +176,9 @@ class RopeStoreEpilogue {
       }
 
     // 2. y = bf16(acc + bias): F.linear's one rounding after the bias add.
-    __nv_bfloat162 y[2][H][8][2];
+    __nv_bfloat162 y[R][H][8][2];
     CUTLASS_PRAGMA_UNROLL
-    for (int v1 = 0; v1 < 2; ++v1)
+    for (int r = 0; r < R; ++r)
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < H; ++h)
         CUTLASS_PRAGMA_UNROLL
@@ -182,20 +187,20 @@ class RopeStoreEpilogue {
           for (int half = 0; half < 2; ++half) {
             const int v2 = h * 16 + j + half * 8;
             const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias_raw[h][j][half]));
-            y[v1][h][j][half] = __floats2bfloat162_rn(__fadd_rn(acc(at(0, v1, v2)), bb.x),
-                                                      __fadd_rn(acc(at(1, v1, v2)), bb.y));
+            y[r][h][j][half] = __floats2bfloat162_rn(__fadd_rn(acc(at(0, r, v2)), bb.x),
+                                                      __fadd_rn(acc(at(1, r, v2)), bb.y));
           }
 
     // 4. RoPE (the reference's three roundings) and the head-major stores.
     const int64_t head_stride = int64_t(p_.seq) * kQkvHeadDim;
     CUTLASS_PRAGMA_UNROLL
-    for (int v1 = 0; v1 < 2; ++v1) {
+    for (int r = 0; r < R; ++r) {
       // Skipped only when no row of the warp is live (the shuffles below need every lane); a dead row
       // among live ones reads row (0, 0) and stores nothing. The branch also keeps this row's table
       // loads after the previous row's stores (hoisted above them, both rows' tables spilled).
-      if (!__any_sync(0xffffffffu, live[v1])) continue;
+      if (!__any_sync(0xffffffffu, live[r])) continue;
       __nv_bfloat16* out_row =
-          static_cast<__nv_bfloat16*>(p_.out) + (int64_t(b[v1]) * p_.heads * p_.seq + s[v1]) * kQkvHeadDim;
+          static_cast<__nv_bfloat16*>(p_.out) + (int64_t(b[r]) * p_.heads * p_.seq + s[r]) * kQkvHeadDim;
       // 3. kTable: this row's cos/sin (d and d + 1 share a plane: even section boundaries, host), all
       // loads in flight together.
       uint32_t tab[8][4];  // cos first half, sin first half, cos second half, sin second half
@@ -206,7 +211,7 @@ class RopeStoreEpilogue {
           const int shift = 2 * (d % 16);
           const int plane1 = (p_.plane_bits[j / 2] >> shift) & 3;
           const int plane2 = (p_.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
-          const int64_t row = b[v1] * p_.tab_batch_stride + s[v1] * p_.tab_seq_stride + d;
+          const int64_t row = b[r] * p_.tab_batch_stride + s[r] * p_.tab_seq_stride + d;
           const int64_t o1 = plane1 * p_.tab_plane_stride + row;
           const int64_t o2 = plane2 * p_.tab_plane_stride + row + kHalf;
           tab[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_tab + o1));
@@ -222,7 +227,7 @@ class RopeStoreEpilogue {
         uint32_t o[2][8];             // [half][j]: channels 8 j + 2 q, + 1 of the first / second half
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < 8; ++j) {
-          __nv_bfloat162 o1 = y[v1][h][j][0], o2 = y[v1][h][j][1];
+          __nv_bfloat162 o1 = y[r][h][j][0], o2 = y[r][h][j][1];
           if constexpr (kMode == RopeMode::kTable) {  // rotate-half: first half reads -x[c + 64], second x[c - 64]
             const float2 y1 = __bfloat1622float2(o1), y2 = __bfloat1622float2(o2);
             const float2 c1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][0]));
@@ -245,7 +250,7 @@ class RopeStoreEpilogue {
           for (int k = 0; k < 2; ++k) {
             uint32_t w[4] = {o[half][4 * k], o[half][4 * k + 1], o[half][4 * k + 2], o[half][4 * k + 3]};
             quad_transpose(w, q);
-            if (live[v1])
+            if (live[r])
               *reinterpret_cast<uint4*>(out_row + head * head_stride + half * kHalf + (4 * k + q) * 8) =
                   make_uint4(w[0], w[1], w[2], w[3]);
           }
