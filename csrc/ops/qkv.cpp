@@ -417,20 +417,17 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
                       PendingRope* defer = nullptr) {
   // Groups on the epilogue GEMM write their outputs directly (allocated first); the others, `rest`,
   // go through y and the RoPE pass. y holds rest's groups only.
-  // Each group's tile: the measured rule (by rows and the group's width), or the one an A/B forces (2:
-  // ping-pong 64 x 256, 3: cooperative, 4: ping-pong 128 x 128).
+  // The tile: the measured rule, or the one an A/B forces (2: ping-pong, 3: cooperative).
   const int mode = gemm_epi_mode();
-  QkvEpiTile tiles[kQkvMaxGroups] = {};
-  for (int g = 0; g < p.num_groups; ++g)
-    tiles[g] = mode == 0   ? QkvEpiTile::kNone
-               : mode == 2 ? QkvEpiTile::kPingPong64x256
-               : mode == 3 ? QkvEpiTile::kCoop128x256
-               : mode == 4 ? QkvEpiTile::kPingPong128x128
-                           : qkv_gemm_epi_tile(p.m, int64_t(p.groups[g].heads) * kQkvHeadDim);
+  const QkvEpiTile tile = mode == 0   ? QkvEpiTile::kNone
+                          : mode == 2 ? QkvEpiTile::kPingPong64x256
+                          : mode == 3 ? QkvEpiTile::kCoop128x256
+                          : mode == 4 ? QkvEpiTile::kPingPong128x128
+                                      : qkv_gemm_epi_tile(p.m);
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;
   for (int g = 0; g < p.num_groups; ++g) {
-    epi[g] = tiles[g] != QkvEpiTile::kNone && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
+    epi[g] = tile != QkvEpiTile::kNone && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
     n_epi += epi[g] ? 1 : 0;
   }
   if (mode == 1 && n_epi < p.num_groups) {  // the rule: all of the launch's groups or none
@@ -491,7 +488,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     c10::cuda::OptionalCUDAStreamGuard on;
     if (on_side) on.reset_stream(*side_stream);
     if (epi[g]) {
-      const GemmStatus status = run_gemm_epi(epi_params(p, grp, gp), tiles[g], x.options());
+      const GemmStatus status = run_gemm_epi(epi_params(p, grp, gp), tile, x.options());
       VLATTN_HOST_MARK("qkv.gemm_rope.gemm_epi");
       TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue failed for M=",
                   num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));

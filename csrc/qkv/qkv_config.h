@@ -64,17 +64,14 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 //   (-0.6%); 8192 rows: fifteenth session call 2.
 // - 034 keeps the pass (its q needs 1-D positions, which cost ~50 us per tile in the epilogue; its v
 //   alone was not faster).
-// - >= 12288 rows and a group at least 2048 wide (007's q), 128 x 128 ping-pong (one head per tile, two
-//   64-row atoms per warpgroup): the epilogue under the other warpgroup's mainloop with a 128-row tile's
-//   operand reuse. Every group on it (VLATTN_QKV_GEMM_EPI 1 -> 4, graph replay, two rounds,
-//   bench/NOTES.md twenty-fifth session call 3): B64 S256 1609.3 -> 1574.0 us (-2.2%; its Q GEMM 632 ->
-//   601 us, K and V 87 / 93 -> 93 / 109), B32 S541 -1.4%, B32 S256 (8192 rows) +0.8%, 4096 rows +-2%.
-//   Hence q alone (the narrow k and v lost), from 12288 rows: measured in call 4.
+// - 128 x 128 ping-pong (one head per tile, two 64-row atoms per warpgroup; VLATTN_QKV_GEMM_EPI=4 puts every
+//   group on it): the epilogue under the other warpgroup's mainloop with a 128-row tile's operand reuse.
+//   Not in the rule: no robust gain (bench/NOTES.md twenty-fifth session calls 3-5, graph replay):
+//   B64 S256 -2.2% in both rounds of one call (its Q GEMM 632 -> 601 us), then in two later calls
+//   -4% / +1% by round and +0.6% kernel by kernel (1569 -> 1579 us first to last kernel); q alone on it
+//   (k, v cooperative) +0.5%. The per-call clock state moves these layers by more than the tile does.
 enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256, kPingPong128x128 };
-constexpr int64_t kQkvEpiPingPong128MinRows = 12288;
-constexpr int64_t kQkvEpiPingPong128MinCols = 2048;
-inline QkvEpiTile qkv_gemm_epi_tile(int64_t m, int64_t n) {
-  if (m >= kQkvEpiPingPong128MinRows && n >= kQkvEpiPingPong128MinCols) return QkvEpiTile::kPingPong128x128;
+inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
   if (m >= 8192) return QkvEpiTile::kCoop128x256;
   if (m >= 4096) return QkvEpiTile::kPingPong64x256;
   return QkvEpiTile::kNone;

@@ -297,25 +297,16 @@ bool qkv_plan_rule(std::string& err) {
 
 // Which GEMM with the RoPE epilogue 007's projections take (qkv_gemm_epi_tile): the pass below 4096
 // rows, 64 x 256 ping-pong at the 4096-row workloads (B32 S128, B8 S512, B4 S1024, B1 S4096), 128 x 256
-// cooperative from 8192 rows (bench/NOTES.md, fifteenth session calls 1-2), and 007's q (3584 wide) on
-// 128 x 128 ping-pong from 12288 rows (twenty-fifth session).
+// cooperative from 8192 rows (bench/NOTES.md, fifteenth session calls 1-2).
 bool qkv_epi_rule(std::string& err) {
-  // 007's q is 3584 wide, k and v 512.
-  for (int64_t n : {512, 3584}) {
-    EXPECT(qkv_gemm_epi_tile(1024, n) == QkvEpiTile::kNone);
-    EXPECT(qkv_gemm_epi_tile(2048, n) == QkvEpiTile::kNone);            // B2 S1024
-    EXPECT(qkv_gemm_epi_tile(4095, n) == QkvEpiTile::kNone);
-    EXPECT(qkv_gemm_epi_tile(4096, n) == QkvEpiTile::kPingPong64x256);  // B32 S128, B8 S512, B4 S1024, B1 S4096
-    EXPECT(qkv_gemm_epi_tile(8191, n) == QkvEpiTile::kPingPong64x256);
-    EXPECT(qkv_gemm_epi_tile(8192, n) == QkvEpiTile::kCoop128x256);     // B32 S256
-    EXPECT(qkv_gemm_epi_tile(12287, n) == QkvEpiTile::kCoop128x256);
-  }
-  EXPECT(qkv_gemm_epi_tile(12288, 512) == QkvEpiTile::kCoop128x256);
-  EXPECT(qkv_gemm_epi_tile(16384, 512) == QkvEpiTile::kCoop128x256);       // B64 S256's k, v
-  EXPECT(qkv_gemm_epi_tile(16384, 2047) == QkvEpiTile::kCoop128x256);
-  EXPECT(qkv_gemm_epi_tile(12288, 2048) == QkvEpiTile::kPingPong128x128);
-  EXPECT(qkv_gemm_epi_tile(16384, 3584) == QkvEpiTile::kPingPong128x128);  // B64 S256's q
-  EXPECT(qkv_gemm_epi_tile(17312, 3584) == QkvEpiTile::kPingPong128x128);  // B32 S541's q
+  EXPECT(qkv_gemm_epi_tile(1024) == QkvEpiTile::kNone);
+  EXPECT(qkv_gemm_epi_tile(2048) == QkvEpiTile::kNone);            // B2 S1024
+  EXPECT(qkv_gemm_epi_tile(4095) == QkvEpiTile::kNone);
+  EXPECT(qkv_gemm_epi_tile(4096) == QkvEpiTile::kPingPong64x256);  // B32 S128, B8 S512, B4 S1024, B1 S4096
+  EXPECT(qkv_gemm_epi_tile(8191) == QkvEpiTile::kPingPong64x256);
+  EXPECT(qkv_gemm_epi_tile(8192) == QkvEpiTile::kCoop128x256);     // B32 S256
+  EXPECT(qkv_gemm_epi_tile(16384) == QkvEpiTile::kCoop128x256);    // B64 S256
+  EXPECT(qkv_gemm_epi_tile(17312) == QkvEpiTile::kCoop128x256);    // B32 S541
   return true;
 }
 
