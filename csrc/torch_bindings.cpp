@@ -10,6 +10,7 @@
 
 #include <torch/version.h>
 
+#include "launch/dev_switch.h"
 #include "launch/gemm_params.h"
 #include "launch/host_trace.h"
 #include "ops/ops.h"
@@ -107,6 +108,31 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         return out;
       },
       "host-path marks of this thread since the last call (development: VLATTN_HOST_TRACE=1)");
+  // Development switches (launch/dev_switch.h; Python: vlattn.dev).
+  m.def(
+      "dev_switches",
+      [] {
+        pybind11::list out;
+        for (int i = 0; i < vlattn::dev_switch_count(); ++i)
+          out.append(pybind11::make_tuple(std::string(vlattn::dev_switch_name(i)), vlattn::dev_switch_value(i),
+                                          vlattn::dev_switch_default(i)));
+        return out;
+      },
+      "[(name, value, default)] of every development switch");
+  m.def(
+      "set_dev_switch",
+      [](const std::string& name, int64_t value) {
+        int64_t previous = 0;
+        if (!vlattn::set_dev_switch(name.c_str(), value, &previous)) {
+          std::string known;
+          for (int i = 0; i < vlattn::dev_switch_count(); ++i)
+            known += std::string(i ? ", " : "") + vlattn::dev_switch_name(i);
+          throw pybind11::value_error("set_dev_switch: unknown switch '" + name + "'; the switches are " + known);
+        }
+        return previous;
+      },
+      "set a development switch for the calls that start after it; returns its previous value",
+      pybind11::arg("name"), pybind11::arg("value"));
   m.attr("compiled_archs") = pybind11::make_tuple("sm_90a");
   m.attr("cuda_version") = CUDA_VERSION;
 }

@@ -116,7 +116,7 @@ def poisoned(*shape: int, dtype: torch.dtype = BF16, device="cpu") -> torch.Tens
 
 def outputs_in_subprocess(script: str, out_path, env: dict, *args) -> list:
     """Runs ``script`` (``python -c``) in a fresh process with ``env`` added to the environment (the
-    library's switches are read once per process) and this checkout's package importable; the script
+    library's switches start from it: vlattn.dev) and this checkout's package importable; the script
     saves a list of tensors to ``sys.argv[1]`` (= out_path), which is returned."""
     import subprocess
     import sys

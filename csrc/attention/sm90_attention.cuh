@@ -52,7 +52,7 @@
 #include "attention/attention_params.h"
 #include "attention/attention_rules.h"
 #include "attention/mask_summary.cuh"
-#include "launch/env.h"  // env_int, env_flag
+#include "launch/dev_switch.h"
 #include "launch/host_trace.h"
 #include "launch/smem_attr.h"
 
@@ -1237,28 +1237,28 @@ inline AttentionStatus launch(const AttentionParams& p) {
   }
 
   // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
-  static const bool simple_loop = env_flag("VLATTN_ATTN_SIMPLE", false);
+  const bool simple_loop = dev_switch_on(DevSwitch::kAttnSimple);
   // MIXED mask tiles: staged in shared memory by the producer's idle warps when the mask is 16-byte
   // aligned, else read element-wise from global memory ([B=4,S=256] 39.8 -> 26.3 us staged, H200
-  // 2026-11-30). VLATTN_ATTN_MASK_SMEM (read once): 0 = never stage, 1 (default) or 2 = stage aligned
+  // 2026-11-30). VLATTN_ATTN_MASK_SMEM (a dev switch: launch/dev_switch.h): 0 = never stage, 1 (default) or 2 = stage aligned
   // masks (2 staged unaligned ones too in a "shifted" layout, which lost to the global loads: [B=1,S=613]
   // 45.6 vs 34.6 us, [B=32,S=541] 684-717 vs 543-548; removed in the twentieth session). Every choice
   // gives the same bits.
-  static const int mask_smem = static_cast<int>(env_int("VLATTN_ATTN_MASK_SMEM", 1));
-  // VLATTN_ATTN_LEAN_ZERO (read once): 0 = every masked-path tile checks its keys, 1 (default) = the
+  const int mask_smem = static_cast<int>(dev_switch(DevSwitch::kAttnMaskSmem));
+  // VLATTN_ATTN_LEAN_ZERO (a dev switch: launch/dev_switch.h): 0 = every masked-path tile checks its keys, 1 (default) = the
   // kernels built with kLean skip the checks on ZERO tiles inside the keys and below the causal diagonal,
   // and the per-unit staged-mask kernel is the kLean build where attn_rules::lean_staged_pays, 2 = that
   // build for every per-unit staged-mask launch. Every choice gives the same bits.
-  static const int lean_zero = static_cast<int>(env_int("VLATTN_ATTN_LEAN_ZERO", 1));
+  const int lean_zero = static_cast<int>(dev_switch(DevSwitch::kAttnLeanZero));
   kp.lean_zero = lean_zero >= 1;
   const bool lean_staged = lean_zero >= 2 || (lean_zero == 1 && attn_rules::lean_staged_pays(p));
   bool stage_mask = p.mask != nullptr && mask_smem >= 1 && mask_vec16(p);
 
-  // GQA packing (VLATTN_ATTN_PACK, read once; attn_rules::pack_plan): 0 (default) never, 1 when it
+  // GQA packing (VLATTN_ATTN_PACK, a dev switch; attn_rules::pack_plan): 0 (default) never, 1 when it
   // makes fewer units, 2 whenever eligible. Every choice gives the same bits: a row's arithmetic and
   // key order are the same. Part of its measured loss is the host: a packed call encodes a fourth
   // tensor map, and every encode looks up the driver entry point (bench/NOTES.md run 11).
-  static const int pack = static_cast<int>(env_int("VLATTN_ATTN_PACK", 0));
+  const int pack = static_cast<int>(dev_switch(DevSwitch::kAttnPack));
   const attn_rules::PackPlan plan = attn_rules::pack_plan(p, pack, sl.total() > 0);
   const bool packed = plan.packed;
   const int pack_blocks = plan.blocks;
@@ -1271,19 +1271,19 @@ inline AttentionStatus launch(const AttentionParams& p) {
   }
   const long long units = plan.units;
   if (units > std::numeric_limits<int>::max()) return AttentionStatus::kInvalidArgument;
-  // VLATTN_ATTN_PERSISTENT (read once): 0 = one CTA per work unit (3-D grid, the hardware schedules),
+  // VLATTN_ATTN_PERSISTENT (a dev switch: launch/dev_switch.h): 0 = one CTA per work unit (3-D grid, the hardware schedules),
   // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().
   // Every choice gives the same bits: a unit's arithmetic does not depend on the CTA that runs it.
-  static const int persistent = static_cast<int>(env_int("VLATTN_ATTN_PERSISTENT", 1));
+  const int persistent = static_cast<int>(dev_switch(DevSwitch::kAttnPersistent));
   const long long sms = attn_rules::sm_count_or_h200(p);
   const bool use_persistent =
       !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units, stage_mask)));
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
                     : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
                                    : dim3(p.heads_q, m_blocks, p.batch);
-  // Keys per pipeline step (VLATTN_ATTN_BN, read once; attn_rules::block_n): 0 (default) the rule, 128 or
+  // Keys per pipeline step (VLATTN_ATTN_BN, a dev switch; attn_rules::block_n): 0 (default) the rule, 128 or
   // 176 that width wherever it is allowed (no mask, not causal). The plain diagnosis loop is 128 only.
-  static const int bn_mode = static_cast<int>(env_int("VLATTN_ATTN_BN", 0));
+  const int bn_mode = static_cast<int>(dev_switch(DevSwitch::kAttnBn));
   const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
   if (simple_loop)
     return stage_mask ? launch_kernel<128, false, true, false, true>(kp, grid, p)

@@ -18,12 +18,12 @@
 // A predecessor that never triggers (any non-PDL kernel) simply makes the launch an ordinary one.
 // CUTLASS's GEMM kernels follow the same contract when built with CUTLASS_ENABLE_GDC_FOR_SM90.
 //
-// VLATTN_PDL=0 (read once per process) launches everything without the attribute.
+// VLATTN_PDL=0 (a dev switch: launch/dev_switch.h) launches everything without the attribute.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "launch/env.h"
+#include "launch/dev_switch.h"
 #include "launch/host_trace.h"
 
 #include <cstdlib>
@@ -52,8 +52,7 @@ __device__ __forceinline__ void pdl_enter() {
 }
 
 inline bool pdl_enabled() {
-  static const bool enabled = env_flag("VLATTN_PDL", true);
-  return enabled;
+  return dev_switch_on(DevSwitch::kPdl);
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) with an optional cluster size along x (0: none; at

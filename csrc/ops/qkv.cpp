@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "kernels/rope.h"
-#include "launch/env.h"
+#include "launch/dev_switch.h"
 #include "launch/gemm_params.h"
 #include "launch/host_trace.h"
 #include "ops/check_strings.h"
@@ -174,44 +174,41 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     TORCH_CHECK(false, op, ": config must be one of ", names, "; got '", std::string(config), "'");
   }
   // The automatic choice takes the two-pass "gemm" config from kQkvGemmMinRows rows of the launch on
-  // (qkv_config.h); VLATTN_QKV_GEMM_MIN_M=<rows> moves the threshold, 0 turns it off (read once).
-  static const int64_t gemm_min_m = env_int("VLATTN_QKV_GEMM_MIN_M", kQkvGemmMinRows);
+  // (qkv_config.h); VLATTN_QKV_GEMM_MIN_M=<rows> moves the threshold, 0 turns it off (a dev switch: launch/dev_switch.h).
+  const int64_t gemm_min_m = dev_switch(DevSwitch::kQkvGemmMinM);
   if (gemm_min_m > 0 && m >= gemm_min_m && bias_aligned) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
 }
 
 // The last group's GEMM of the two-pass config runs on a second stream, concurrently with the
-// others (VLATTN_QKV_GEMM_STREAMS=0 turns that off; read once). At 1024-2048 rows the K and V
+// others (VLATTN_QKV_GEMM_STREAMS=0 turns that off; a dev switch). At 1024-2048 rows the K and V
 // projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs apiece, and Q's 128x256 tiles
 // leave 20 SMs free (H200): side by side they share the machine instead of running back to back.
 bool gemm_side_stream_enabled() {
-  static const bool enabled = env_flag("VLATTN_QKV_GEMM_STREAMS", true);
-  return enabled;
+  return dev_switch_on(DevSwitch::kQkvGemmStreams);
 }
 
-// With the second stream: VLATTN_QKV_SIDE_FIRST (read once) 1 (default) launches the side stream's GEMM
+// With the second stream: VLATTN_QKV_SIDE_FIRST (a dev switch: launch/dev_switch.h) 1 (default) launches the side stream's GEMM
 // first, so that it starts with the others; 0 launches the caller's stream's GEMMs first and the side
 // one last, so that the first launch comes sooner after the call starts (an A/B for the eager lead of
 // the large layers: on a drained GPU the side GEMM's launch and the fork sit before the first kernel;
 // bench/NOTES.md, twenty-third session).
 bool side_first_enabled() {
-  static const bool enabled = env_flag("VLATTN_QKV_SIDE_FIRST", true);
-  return enabled;
+  return dev_switch_on(DevSwitch::kQkvSideFirst);
 }
 
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
 // model counts both GEMMs' tiles on the one machine (gemm_analytic_pick's `concurrent`). Picked alone,
 // 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
-// Lq128 +9.7% (bench/NOTES.md, tenth session). VLATTN_QKV_PAIR_WAVES=0 picks each alone (read once).
+// Lq128 +9.7% (bench/NOTES.md, tenth session). VLATTN_QKV_PAIR_WAVES=0 picks each alone (a dev switch: launch/dev_switch.h).
 bool gemm_pair_waves_enabled() {
-  static const bool enabled = env_flag("VLATTN_QKV_PAIR_WAVES", true);
-  return enabled;
+  return dev_switch_on(DevSwitch::kQkvPairWaves);
 }
 
 // Fork/join events, one pair per device and host thread, created on first use and reused: recording
 // an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
 // sharing one pair could each wait on the other's record.
-// The second stream itself: VLATTN_QKV_SIDE_STREAM_FIXED (read once) 0 (default) takes a stream from
+// The second stream itself: VLATTN_QKV_SIDE_STREAM_FIXED (a dev switch: launch/dev_switch.h) 0 (default) takes a stream from
 // c10's pool on every call, which hands out its 32 streams per device round-robin; the side GEMM's
 // workspace is allocated with that stream current, and the caching allocator reuses a block only on the
 // stream it was made for, so each of the first 32 calls may cudaMalloc a new segment. 1 takes one pool
@@ -222,7 +219,7 @@ struct ForkJoin {
   cudaEvent_t fork = nullptr, join = nullptr;
   c10::optional<c10::cuda::CUDAStream> kept;  // VLATTN_QKV_SIDE_STREAM_FIXED=1 only
   c10::cuda::CUDAStream side_stream(int device) {
-    static const bool fixed = env_flag("VLATTN_QKV_SIDE_STREAM_FIXED", false);
+    const bool fixed = dev_switch_on(DevSwitch::kQkvSideStreamFixed);
     if (fixed && kept.has_value()) return *kept;
     const c10::cuda::CUDAStream s = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
     if (fixed) kept = s;
@@ -311,10 +308,9 @@ struct PendingRope {
 // launches' GEMMs first and then one RoPE pass for both: the text's pass no longer sits between the Q
 // and the K GEMM, and one launch is saved. H200, 2026-12-01 (bench/NOTES.md thirteenth session call 3,
 // graph replay): 034 B2 Lq128 92.7 -> 86.6 us, B2 Lq256 116.8 -> 112.2, B1 Lq512 121.6 -> 117.2, the
-// rest within 1%. VLATTN_QKV_ROPE_MERGE=0 (read once): a pass after each launch's GEMMs, as before.
+// rest within 1%. VLATTN_QKV_ROPE_MERGE=0 (a dev switch: launch/dev_switch.h): a pass after each launch's GEMMs, as before.
 bool rope_merge_enabled() {
-  static const bool enabled = env_flag("VLATTN_QKV_ROPE_MERGE", true);
-  return enabled;
+  return dev_switch_on(DevSwitch::kQkvRopeMerge);
 }
 
 // The RoPE passes of n <= 2 launches in one kernel (the outputs are allocated first).
@@ -330,9 +326,9 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
     ys[i] = pend[i].y.ptr;
     lds[i] = pend[i].y.ldy;
   }
-  // VLATTN_QKV_ROPE_TABLE (read once): 0 = the pass computes cos/sin itself, 1 (default) = a table
+  // VLATTN_QKV_ROPE_TABLE (a dev switch: launch/dev_switch.h): 0 = the pass computes cos/sin itself, 1 (default) = a table
   // first when qkv_rope_table_pays, 2 = always a table (where a launch has a position mode).
-  static const int table_mode = static_cast<int>(env_int("VLATTN_QKV_ROPE_TABLE", 1));
+  const int table_mode = static_cast<int>(dev_switch(DevSwitch::kQkvRopeTable));
   int64_t rows = 0;
   for (int i = 0; i < n; ++i) rows += ps[i]->m;
   const bool table = table_mode >= 2 || (table_mode == 1 && qkv_rope_table_pays(rows));
@@ -347,18 +343,14 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
-// VLATTN_QKV_GEMM_EPI (read once): 0 = every group of config "gemm" through y and the RoPE pass; 1
+// VLATTN_QKV_GEMM_EPI (a dev switch: launch/dev_switch.h): 0 = every group of config "gemm" through y and the RoPE pass; 1
 // (default) = the measured rule qkv_gemm_epi_tile for launches whose groups all take the epilogue
 // GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows, on 64 x 256
 // ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B); 4 = as 2 on 128 x 128 ping-pong
 // tiles (A/B).
 int gemm_epi_mode() {
-  static const int mode = [] {
-    const char* env = std::getenv("VLATTN_QKV_GEMM_EPI");
-    if (env == nullptr) return 1;
-    return env[0] == '0' ? 0 : env[0] == '2' ? 2 : env[0] == '3' ? 3 : env[0] == '4' ? 4 : 1;
-  }();
-  return mode;
+  const int64_t mode = dev_switch(DevSwitch::kQkvGemmEpi);
+  return mode == 0 || mode == 2 || mode == 3 || mode == 4 ? static_cast<int>(mode) : 1;
 }
 
 // Whether group g's projection can take the epilogue GEMM: table RoPE (full-head rotate-half) or none,
@@ -633,17 +625,15 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
 }
 
-// VLATTN_QKV_PLAN=0 (read once) turns the op-level plan (qkv_op_plan) off: each launch by itself.
+// VLATTN_QKV_PLAN=0 (a dev switch: launch/dev_switch.h) turns the op-level plan (qkv_op_plan) off: each launch by itself.
 bool op_plan_enabled() {
-  static const bool enabled = env_flag("VLATTN_QKV_PLAN", true);
-  return enabled;
+  return dev_switch_on(DevSwitch::kQkvPlan);
 }
 
 // 007's grouped plan from this many rows (qkv_op_plan): kQkvGroupedMinRows, or VLATTN_QKV_GROUPED_MIN_M
-// (read once) for an A/B.
+// (a dev switch: launch/dev_switch.h) for an A/B.
 int64_t grouped_min_rows() {
-  static const int64_t rows = env_int("VLATTN_QKV_GROUPED_MIN_M", kQkvGroupedMinRows);
-  return rows;
+  return dev_switch(DevSwitch::kQkvGroupedMinM);
 }
 
 // qkv_op_plan for these launches, restricted to what the biases allow: the grouped GEMM needs them

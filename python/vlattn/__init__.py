@@ -8,7 +8,7 @@
 The same ops are `torch.ops.vlattn.*` (functional and `.out` forms). See README.md.
 """
 from . import _ext  # noqa: F401  (imports torch, then the compiled extension if it loads)
-from . import reference, workloads
+from . import dev, reference, workloads
 from .attention import attention
 from .gemm_configs import GEMM_CONFIGS
 from .ops import (
@@ -31,6 +31,7 @@ __all__ = [
     "attention",
     "available_backends",
     "backend_for",
+    "dev",
     "extension_info",
     "linear",
     "mrope_qkv",

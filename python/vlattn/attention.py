@@ -8,10 +8,10 @@ input). Same values as ``reference.attention(q, k, v, mask, causal=causal, scale
 .transpose(1, 2).reshape(B, Sq, -1)`` up to the kernel's fp32 rounding (it does not round the scores
 to bf16), except that a row whose keys are all -inf gives 0 where the reference gives NaN.
 
-Environment: ``VLATTN_ATTN_SIMPLE=1`` (read once per process) selects the kernel's plain consumer loop
+Environment (development switches: ``vlattn.dev`` changes them in-process): ``VLATTN_ATTN_SIMPLE=1`` selects the kernel's plain consumer loop
 (no softmax/GEMM overlap, no warpgroup ping-pong) for diagnosis; masks that are 16-byte aligned (pointer and
 strides) have their mixed tiles staged in shared memory, others are read element-wise from global memory;
-``VLATTN_ATTN_MASK_SMEM`` (read once per process) = 0 never stages (the value 2, which once also staged
+``VLATTN_ATTN_MASK_SMEM`` = 0 never stages (the value 2, which once also staged
 unaligned masks, now means the default). Results are bitwise identical either way.
 
 The op is ``torch.ops.vlattn.attention`` (schema in csrc/ops/attention.cpp); this module registers its

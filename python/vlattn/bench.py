@@ -529,6 +529,43 @@ def vlattn_graph_impl(backend: str) -> Impl:
                 description=f"vlattn.<op>(..., backend={backend!r}) replayed from a CUDA graph")
 
 
+def switched_impl(inner: Impl, name: str, value: int) -> Impl:
+    """``inner`` with the development switch ``name`` (vlattn.dev) at ``value`` for its calls: set during
+    the build (a CUDA graph captures what the switch chose) and before every call (an eager call
+    dispatches on it; the set is a host call of ~1 µs inside the timed region, the same in every arm).
+    Columns of one workload run interleaved, so the arms of an A/B see the same clocks."""
+
+    def build(case: Case) -> Runner:
+        dev = importlib.import_module("vlattn.dev")
+        with dev.switch(name, value):
+            runner = inner.build(case)
+        step = runner.step
+
+        def switched_step() -> None:
+            dev.set_switch(name, value)
+            step()
+
+        return Runner(step=switched_step, result=runner.result, poison=runner.poison, setup_s=runner.setup_s)
+
+    short = name[len("VLATTN_"):] if name.startswith("VLATTN_") else name
+    return Impl(f"{inner.key}[{short}={value}]", pytorch=inner.pytorch, needs_cuda=inner.needs_cuda, build=build,
+                description=f"{inner.description}, {name}={value}")
+
+
+def parse_switch(spec: str) -> tuple[str, list[int]]:
+    """'NAME=v1,v2,...' -> (NAME, [v1, v2, ...]); ValueError naming what is wrong."""
+    name, sep, values = spec.partition("=")
+    if not sep or not name.strip() or not values.strip():
+        raise ValueError(f"--switch {spec!r}: expected NAME=v1,v2,... (e.g. VLATTN_QKV_GEMM_EPI=1,4)")
+    try:
+        vals = [int(v) for v in values.split(",")]
+    except ValueError:
+        raise ValueError(f"--switch {spec!r}: the values must be integers") from None
+    if len(set(vals)) != len(vals):
+        raise ValueError(f"--switch {spec!r}: a value is given twice")
+    return name.strip(), vals
+
+
 def _reference_py(problem: str, op_name: str) -> Callable[..., torch.Tensor]:
     """The seed's own reference.py ``run``; vlattn.reference's bit-identical copy when the seeds
     directory is absent (it does not travel to the device machine)."""
@@ -624,6 +661,10 @@ def resolve_impls(args: argparse.Namespace, device: torch.device) -> tuple[list[
             impls.append(vlattn_graph_impl("native"))
         else:
             notes.append("vlattn:native_graph: skipped, needs a CUDA device")
+    if getattr(args, "switch", None):
+        # One column of each vlattn impl per switch value, side by side in one process.
+        name, values = parse_switch(args.switch)
+        impls = [switched_impl(impl, name, v) for impl in impls for v in values]
     baselines = _split(args.baselines)
     if args.compile and "compile" not in baselines:
         baselines.append("compile")
@@ -1941,6 +1982,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--no-native-graph", dest="native_graph", action="store_false",
                    help="leave out vlattn:native_graph (the native op replayed from a CUDA graph: GPU "
                         "time without the host path)")
+    p.add_argument("--switch", default=None, metavar="NAME=v1,v2",
+                   help="layers mode: A/B of a development switch (vlattn.dev) in one process, each vlattn column once "
+                        "per value, interleaved with the others (e.g. VLATTN_QKV_GEMM_EPI=1,4)")
     p.add_argument("--compile", action="store_true",
                    help="add torch.compile of the composite as a baseline when --baselines leaves it out "
                         "(it is in the default list; compiles per workload)")
@@ -1975,9 +2019,25 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
     if args.iters < 1 or args.warmup < 0 or args.rounds < 1:
         p.error("--iters and --rounds must be >= 1 and --warmup >= 0")
+    if args.switch is not None:
+        try:
+            name, _ = parse_switch(args.switch)
+        except ValueError as exc:
+            p.error(str(exc))
+        known = _known_switches()
+        if known is not None and name not in known:
+            p.error(f"--switch: unknown switch {name!r}; the switches are {', '.join(known)}")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(2**31)
     return args
+
+
+def _known_switches() -> Optional[list[str]]:
+    """The development switches' names, or None without the compiled extension."""
+    from . import _ext
+    if not _ext.available():
+        return None
+    return list(importlib.import_module("vlattn.dev").switches())
 
 
 def main(argv: Optional[list[str]] = None) -> int:

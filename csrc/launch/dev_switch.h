@@ -1,0 +1,50 @@
+// Development switches: the knobs behind the measured dispatch rules, named by their environment
+// variables (VLATTN_QKV_GEMM_EPI, VLATTN_ATTN_PERSISTENT, ...). Each starts from its variable, read
+// once when any switch is first used, or from its default, and can be changed in-process
+// (set_dev_switch; Python: vlattn.dev_switches / vlattn.set_dev_switch), so that an A/B runs both arms
+// in one process on the same clocks: across processes this machine's per-call clock state moved the
+// large layers by 3-5%, more than the changes being measured (bench/NOTES.md twenty-fifth session).
+// A read is one relaxed atomic load. A change applies to the calls that start after it; a CUDA graph
+// keeps what its capture chose. Host only.
+#pragma once
+
+#include <cstdint>
+
+namespace vlattn {
+
+enum class DevSwitch : int {
+  kQkvGemmMinM,        // VLATTN_QKV_GEMM_MIN_M: rows from which config "gemm" is automatic; 0 = never
+  kQkvGemmStreams,     // VLATTN_QKV_GEMM_STREAMS: the last group's GEMM on a second stream
+  kQkvSideFirst,       // VLATTN_QKV_SIDE_FIRST: that GEMM launched first
+  kQkvPairWaves,       // VLATTN_QKV_PAIR_WAVES: equal groups side by side picked as a pair
+  kQkvSideStreamFixed, // VLATTN_QKV_SIDE_STREAM_FIXED: one kept side stream per thread and device
+  kQkvRopeMerge,       // VLATTN_QKV_ROPE_MERGE: one RoPE pass for both of 034's launches
+  kQkvRopeTable,       // VLATTN_QKV_ROPE_TABLE: 0 never, 1 rule, 2 always a cos/sin table first
+  kQkvGemmEpi,         // VLATTN_QKV_GEMM_EPI: 0 off, 1 rule, 2 / 3 / 4 a forced epilogue tile
+  kQkvPlan,            // VLATTN_QKV_PLAN: the op-level plans
+  kQkvGroupedMinM,     // VLATTN_QKV_GROUPED_MIN_M: rows from which 007 takes the grouped plan
+  kAttnSimple,         // VLATTN_ATTN_SIMPLE: the plain consumer loop (diagnosis)
+  kAttnMaskSmem,       // VLATTN_ATTN_MASK_SMEM: stage aligned masks in shared memory
+  kAttnLeanZero,       // VLATTN_ATTN_LEAN_ZERO: 0 off, 1 rule, 2 always
+  kAttnPack,           // VLATTN_ATTN_PACK: GQA packing, 0 never, 1 when fewer units, 2 always
+  kAttnPersistent,     // VLATTN_ATTN_PERSISTENT: 0 one CTA per unit, 1 rule, 2 always persistent
+  kAttnBn,             // VLATTN_ATTN_BN: keys per step, 0 rule, 128 or 176
+  kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
+  kCount
+};
+
+// The switch's current value (flags read 1 / 0).
+int64_t dev_switch(DevSwitch s);
+inline bool dev_switch_on(DevSwitch s) { return dev_switch(s) != 0; }
+
+// By variable name: sets the value and returns true, with the previous value in *previous (if given);
+// false when no switch has that name.
+bool set_dev_switch(const char* name, int64_t value, int64_t* previous = nullptr);
+
+// The table, for listing: name, default, current value.
+int dev_switch_count();
+const char* dev_switch_name(int i);
+int64_t dev_switch_default(int i);
+int64_t dev_switch_value(int i);
+
+}  // namespace vlattn
