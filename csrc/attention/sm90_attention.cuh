@@ -1240,12 +1240,12 @@ inline AttentionStatus launch(const AttentionParams& p) {
   const bool simple_loop = dev_switch_on(DevSwitch::kAttnSimple);
   // MIXED mask tiles: staged in shared memory by the producer's idle warps when the mask is 16-byte
   // aligned, else read element-wise from global memory ([B=4,S=256] 39.8 -> 26.3 us staged, H200
-  // 2026-11-30). VLATTN_ATTN_MASK_SMEM (a dev switch: launch/dev_switch.h): 0 = never stage, 1 (default) or 2 = stage aligned
+  // 2026-11-30). VLATTN_ATTN_MASK_SMEM (a dev switch): 0 = never stage, 1 (default) or 2 = stage aligned
   // masks (2 staged unaligned ones too in a "shifted" layout, which lost to the global loads: [B=1,S=613]
   // 45.6 vs 34.6 us, [B=32,S=541] 684-717 vs 543-548; removed in the twentieth session). Every choice
   // gives the same bits.
   const int mask_smem = static_cast<int>(dev_switch(DevSwitch::kAttnMaskSmem));
-  // VLATTN_ATTN_LEAN_ZERO (a dev switch: launch/dev_switch.h): 0 = every masked-path tile checks its keys, 1 (default) = the
+  // VLATTN_ATTN_LEAN_ZERO (a dev switch): 0 = every masked-path tile checks its keys, 1 (default) = the
   // kernels built with kLean skip the checks on ZERO tiles inside the keys and below the causal diagonal,
   // and the per-unit staged-mask kernel is the kLean build where attn_rules::lean_staged_pays, 2 = that
   // build for every per-unit staged-mask launch. Every choice gives the same bits.
@@ -1271,7 +1271,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   }
   const long long units = plan.units;
   if (units > std::numeric_limits<int>::max()) return AttentionStatus::kInvalidArgument;
-  // VLATTN_ATTN_PERSISTENT (a dev switch: launch/dev_switch.h): 0 = one CTA per work unit (3-D grid, the hardware schedules),
+  // VLATTN_ATTN_PERSISTENT (a dev switch): 0 = one CTA per work unit (3-D grid, the hardware schedules),
   // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().
   // Every choice gives the same bits: a unit's arithmetic does not depend on the CTA that runs it.
   const int persistent = static_cast<int>(dev_switch(DevSwitch::kAttnPersistent));

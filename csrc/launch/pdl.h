@@ -18,7 +18,7 @@
 // A predecessor that never triggers (any non-PDL kernel) simply makes the launch an ordinary one.
 // CUTLASS's GEMM kernels follow the same contract when built with CUTLASS_ENABLE_GDC_FOR_SM90.
 //
-// VLATTN_PDL=0 (a dev switch: launch/dev_switch.h) launches everything without the attribute.
+// VLATTN_PDL=0 (a dev switch) launches everything without the attribute.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -174,7 +174,7 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
     TORCH_CHECK(false, op, ": config must be one of ", names, "; got '", std::string(config), "'");
   }
   // The automatic choice takes the two-pass "gemm" config from kQkvGemmMinRows rows of the launch on
-  // (qkv_config.h); VLATTN_QKV_GEMM_MIN_M=<rows> moves the threshold, 0 turns it off (a dev switch: launch/dev_switch.h).
+  // (qkv_config.h); VLATTN_QKV_GEMM_MIN_M=<rows> moves the threshold, 0 turns it off (a dev switch).
   const int64_t gemm_min_m = dev_switch(DevSwitch::kQkvGemmMinM);
   if (gemm_min_m > 0 && m >= gemm_min_m && bias_aligned) return QkvConfig::kGemmRope;
   return qkv_auto_config(m, heads, sm_count, even_groups);
@@ -188,7 +188,7 @@ bool gemm_side_stream_enabled() {
   return dev_switch_on(DevSwitch::kQkvGemmStreams);
 }
 
-// With the second stream: VLATTN_QKV_SIDE_FIRST (a dev switch: launch/dev_switch.h) 1 (default) launches the side stream's GEMM
+// With the second stream: VLATTN_QKV_SIDE_FIRST (a dev switch) 1 (default) launches the side stream's GEMM
 // first, so that it starts with the others; 0 launches the caller's stream's GEMMs first and the side
 // one last, so that the first launch comes sooner after the call starts (an A/B for the eager lead of
 // the large layers: on a drained GPU the side GEMM's launch and the fork sit before the first kernel;
@@ -200,7 +200,7 @@ bool side_first_enabled() {
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
 // model counts both GEMMs' tiles on the one machine (gemm_analytic_pick's `concurrent`). Picked alone,
 // 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
-// Lq128 +9.7% (bench/NOTES.md, tenth session). VLATTN_QKV_PAIR_WAVES=0 picks each alone (a dev switch: launch/dev_switch.h).
+// Lq128 +9.7% (bench/NOTES.md, tenth session). VLATTN_QKV_PAIR_WAVES=0 picks each alone (a dev switch).
 bool gemm_pair_waves_enabled() {
   return dev_switch_on(DevSwitch::kQkvPairWaves);
 }
@@ -208,7 +208,7 @@ bool gemm_pair_waves_enabled() {
 // Fork/join events, one pair per device and host thread, created on first use and reused: recording
 // an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
 // sharing one pair could each wait on the other's record.
-// The second stream itself: VLATTN_QKV_SIDE_STREAM_FIXED (a dev switch: launch/dev_switch.h) 0 (default) takes a stream from
+// The second stream itself: VLATTN_QKV_SIDE_STREAM_FIXED (a dev switch) 0 (default) takes a stream from
 // c10's pool on every call, which hands out its 32 streams per device round-robin; the side GEMM's
 // workspace is allocated with that stream current, and the caching allocator reuses a block only on the
 // stream it was made for, so each of the first 32 calls may cudaMalloc a new segment. 1 takes one pool
@@ -308,7 +308,7 @@ struct PendingRope {
 // launches' GEMMs first and then one RoPE pass for both: the text's pass no longer sits between the Q
 // and the K GEMM, and one launch is saved. H200, 2026-12-01 (bench/NOTES.md thirteenth session call 3,
 // graph replay): 034 B2 Lq128 92.7 -> 86.6 us, B2 Lq256 116.8 -> 112.2, B1 Lq512 121.6 -> 117.2, the
-// rest within 1%. VLATTN_QKV_ROPE_MERGE=0 (a dev switch: launch/dev_switch.h): a pass after each launch's GEMMs, as before.
+// rest within 1%. VLATTN_QKV_ROPE_MERGE=0 (a dev switch): a pass after each launch's GEMMs, as before.
 bool rope_merge_enabled() {
   return dev_switch_on(DevSwitch::kQkvRopeMerge);
 }
@@ -326,7 +326,7 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
     ys[i] = pend[i].y.ptr;
     lds[i] = pend[i].y.ldy;
   }
-  // VLATTN_QKV_ROPE_TABLE (a dev switch: launch/dev_switch.h): 0 = the pass computes cos/sin itself, 1 (default) = a table
+  // VLATTN_QKV_ROPE_TABLE (a dev switch): 0 = the pass computes cos/sin itself, 1 (default) = a table
   // first when qkv_rope_table_pays, 2 = always a table (where a launch has a position mode).
   const int table_mode = static_cast<int>(dev_switch(DevSwitch::kQkvRopeTable));
   int64_t rows = 0;
@@ -343,7 +343,7 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }
 
-// VLATTN_QKV_GEMM_EPI (a dev switch: launch/dev_switch.h): 0 = every group of config "gemm" through y and the RoPE pass; 1
+// VLATTN_QKV_GEMM_EPI (a dev switch): 0 = every group of config "gemm" through y and the RoPE pass; 1
 // (default) = the measured rule qkv_gemm_epi_tile for launches whose groups all take the epilogue
 // GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows, on 64 x 256
 // ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B); 4 = as 2 on 128 x 128 ping-pong
@@ -625,13 +625,13 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
 }
 
-// VLATTN_QKV_PLAN=0 (a dev switch: launch/dev_switch.h) turns the op-level plan (qkv_op_plan) off: each launch by itself.
+// VLATTN_QKV_PLAN=0 (a dev switch) turns the op-level plan (qkv_op_plan) off: each launch by itself.
 bool op_plan_enabled() {
   return dev_switch_on(DevSwitch::kQkvPlan);
 }
 
 // 007's grouped plan from this many rows (qkv_op_plan): kQkvGroupedMinRows, or VLATTN_QKV_GROUPED_MIN_M
-// (a dev switch: launch/dev_switch.h) for an A/B.
+// (a dev switch) for an A/B.
 int64_t grouped_min_rows() {
   return dev_switch(DevSwitch::kQkvGroupedMinM);
 }
