@@ -662,9 +662,11 @@ def resolve_impls(args: argparse.Namespace, device: torch.device) -> tuple[list[
         else:
             notes.append("vlattn:native_graph: skipped, needs a CUDA device")
     if getattr(args, "switch", None):
-        # One column of each vlattn impl per switch value, side by side in one process.
+        # One column of each native vlattn impl per switch value, side by side in one process (the
+        # composite backend dispatches on no switch).
         name, values = parse_switch(args.switch)
-        impls = [switched_impl(impl, name, v) for impl in impls for v in values]
+        impls = [switched_impl(impl, name, v) for impl in impls for v in values if "native" in impl.key] + [
+            impl for impl in impls if "native" not in impl.key]
     baselines = _split(args.baselines)
     if args.compile and "compile" not in baselines:
         baselines.append("compile")
