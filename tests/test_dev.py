@@ -160,3 +160,34 @@ def test_an_in_process_change_reaches_the_next_calls_dispatch():
                 n for n in _kernel_names(lambda: outs.__setitem__(value, vlattn.attention(q, k, v))) if "attention" in n)
     assert names[0] and names[2] and names[0] != names[2], names
     assert torch.equal(outs[0], outs[2])
+
+
+@requires_sm90
+def test_bench_switch_runs_every_value_in_one_process(tmp_path):
+    """`vlattn.bench --switch`: one checked, timed column per value for the native op and its graph, and
+    the switch back at its start value afterwards."""
+    path = tmp_path / "r.json"
+    start = dev.get_switch("VLATTN_ATTN_PERSISTENT")
+    argv = ["--problem", "034", "--workloads", "034:0", "--mode", "layers", "--backends", "native", "--baselines=",
+            "--switch", "VLATTN_ATTN_PERSISTENT=0,2", "--iters", "2", "--warmup", "1", "--rounds", "2",
+            "--warmup-s", "0", "--json", str(path), "--plot", str(tmp_path / "r.png")]
+    assert bench.main(argv) == 0
+    records = json.loads(path.read_text())["results"]
+    keys = {r["impl"] for r in records}
+    assert keys == {"vlattn:native[ATTN_PERSISTENT=0]", "vlattn:native[ATTN_PERSISTENT=2]",
+                    "vlattn:native_graph[ATTN_PERSISTENT=0]", "vlattn:native_graph[ATTN_PERSISTENT=2]"}, keys
+    assert all(r["status"] == "measured" and r["check"]["ok"] for r in records)
+    assert dev.get_switch("VLATTN_ATTN_PERSISTENT") == start
+
+
+@requires_ext
+def test_bench_puts_the_switch_back_after_the_run(tmp_path):
+    """main() runs under _switch_restored: a --switch run leaves the switch as it found it."""
+    start = dev.get_switch("VLATTN_ATTN_BN")
+    dev.set_switch("VLATTN_ATTN_BN", 128)
+    try:
+        with bench._switch_restored("VLATTN_ATTN_BN=0,176"):
+            dev.set_switch("VLATTN_ATTN_BN", 176)
+        assert dev.get_switch("VLATTN_ATTN_BN") == 128
+    finally:
+        dev.set_switch("VLATTN_ATTN_BN", start)

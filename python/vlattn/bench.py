@@ -2060,10 +2060,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     device = torch.device("cuda", torch.cuda.current_device()) if (has_cuda and args.device != "cpu") else torch.device("cpu")
     meta = environment_meta(device, args)
     print(describe_meta(meta), flush=True)
-    with torch.no_grad():
+    with torch.no_grad(), _switch_restored(args.switch):
         if device.type == "cpu" and args.device is None:
             return run_cpu_fallback(chosen, opts, meta, args.json)
         return run_device(chosen, args, opts, device, meta)
+
+
+@contextlib.contextmanager
+def _switch_restored(spec: Optional[str]):
+    """--switch's columns leave the switch at their last value: put it back after the run."""
+    if spec is None or not importlib.import_module("vlattn._ext").available():
+        yield
+        return
+    dev = importlib.import_module("vlattn.dev")
+    name, _ = parse_switch(spec)
+    start = dev.get_switch(name)
+    try:
+        yield
+    finally:
+        dev.set_switch(name, start)
 
 
 def warm_up_process(device: torch.device, seconds: float) -> float:
