@@ -188,7 +188,7 @@ class RopeStoreEpilogue {
             const int v2 = h * 16 + j + half * 8;
             const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias_raw[h][j][half]));
             y[r][h][j][half] = __floats2bfloat162_rn(__fadd_rn(acc(at(0, r, v2)), bb.x),
-                                                      __fadd_rn(acc(at(1, r, v2)), bb.y));
+                                                     __fadd_rn(acc(at(1, r, v2)), bb.y));
           }
 
     // 4. RoPE (the reference's three roundings) and the head-major stores.
