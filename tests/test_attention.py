@@ -661,6 +661,53 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.vlattn.attention.default, (q, k, v, mask), {"causal": False, "scale": 0.1})
 
 
+def _strided(layout, batch, heads_q, heads_kv, seqlen_q, seqlen_k):
+    """q, k, v as views that are not contiguous [B, H, S, 128] tensors (and share no memory with a copy)."""
+    if layout == "token_major":  # [B, S, H, D] buffers, as a projection writes them, viewed as [B, H, S, D]
+        q = torch.randn(batch, seqlen_q, heads_q, D, dtype=BF16, device="cuda").transpose(1, 2)
+        k = torch.randn(batch, seqlen_k, heads_kv, D, dtype=BF16, device="cuda").transpose(1, 2)
+        v = torch.randn(batch, seqlen_k, heads_kv, D, dtype=BF16, device="cuda").transpose(1, 2)
+    elif layout == "fused_buffer":  # one [B, S, (Hq + 2 Hkv) D] QKV projection output, split by heads
+        assert seqlen_q == seqlen_k
+        y = torch.randn(batch, seqlen_q, (heads_q + 2 * heads_kv) * D, dtype=BF16, device="cuda")
+        q, k, v = y.view(batch, seqlen_q, heads_q + 2 * heads_kv, D).transpose(1, 2).split(
+            [heads_q, heads_kv, heads_kv], dim=1)
+    else:  # "padded": every head's rows padded to a multiple of 64, every batch by a spare head
+        pad = lambda s: (s + 63) // 64 * 64  # noqa: E731
+        q = torch.randn(batch, heads_q + 1, pad(seqlen_q), D, dtype=BF16, device="cuda")[:, 1:, :seqlen_q]
+        k = torch.randn(batch, heads_kv + 1, pad(seqlen_k), D, dtype=BF16, device="cuda")[:, 1:, :seqlen_k]
+        v = torch.randn(batch, heads_kv + 1, pad(seqlen_k), D, dtype=BF16, device="cuda")[:, 1:, :seqlen_k]
+    assert not (q.is_contiguous() or k.is_contiguous() or v.is_contiguous())
+    return q, k, v
+
+
+@requires_sm90
+@pytest.mark.parametrize("layout,masked", [("token_major", False), ("token_major", True), ("fused_buffer", False),
+                                           ("fused_buffer", True), ("padded", False)])
+def test_strided_inputs_give_the_contiguous_bits(layout, masked):
+    """q, k, v read through their own strides (TMA), no copy: the same bits as the same values contiguous,
+    with and without a mask (per-unit and persistent grids, staged mask tiles)."""
+    batch, heads_q, heads_kv, seqlen = 3, 8, 2, 333
+    q, k, v = _strided(layout, batch, heads_q, heads_kv, seqlen, seqlen)
+    mask = make_mask("random", batch, seqlen, seqlen) if masked else None
+    got = attention(q, k, v, mask)
+    want = attention(q.contiguous(), k.contiguous(), v.contiguous(), mask)
+    assert torch.isfinite(want.float()).all()
+    assert torch.equal(got, want), f"{layout}, mask={masked}: {int((got != want).sum())} elements differ"
+
+
+@requires_sm90
+def test_strided_q_with_gqa_packing():
+    """The packed-Q tensor map (VLATTN_ATTN_PACK=2: the query heads of a KV head share a tile) takes q's
+    strides too."""
+    from vlattn import dev
+    q, k, v = _strided("token_major", 2, 8, 2, 40, 300)
+    with dev.switch("VLATTN_ATTN_PACK", 2):
+        got = attention(q, k, v)
+    want = attention(q.contiguous(), k.contiguous(), v.contiguous())
+    assert torch.equal(got, want)
+
+
 # --------------------------------------------------------------------------------------------
 # Tensor checks (CPU tensors reach the same C++ checks; no GPU needed)
 # --------------------------------------------------------------------------------------------
@@ -680,7 +727,12 @@ VALIDATION_CASES = {
     "q_dtype": (lambda: _bad(q=cpu_qkv()[0].float()), "q must be bfloat16"),
     "k_dims": (lambda: _bad(k=cpu_qkv()[1][0]), "k must be 4-D"),
     "v_head_dim": (lambda: _bad(v=torch.zeros(1, 2, 7, 64, dtype=BF16)), "v must have head_dim 128"),
-    "q_noncontig": (lambda: _bad(q=cpu_qkv()[0].transpose(1, 2)), "q must be contiguous"),
+    "q_head_dim_stride": (lambda: _bad(q=torch.zeros(1, 4, D, 5, dtype=BF16).transpose(2, 3)),
+                          "q must have unit stride in head_dim"),
+    "k_seq_stride": (lambda: _bad(k=torch.zeros(1, 2, 7, D + 2, dtype=BF16)[..., :D]),
+                     "k's batch, head and seq strides must be positive multiples of 8 elements"),
+    "v_broadcast": (lambda: _bad(v=torch.zeros(1, 2, 1, D, dtype=BF16).expand(1, 2, 7, D)),
+                    "v's batch, head and seq strides must be positive multiples of 8 elements"),
     "gqa_ratio": (lambda: _bad(k=torch.zeros(1, 3, 7, D, dtype=BF16), v=torch.zeros(1, 3, 7, D, dtype=BF16)),
                   "must be a multiple of k's head count"),
     "batch": (lambda: _bad(k=torch.zeros(2, 2, 7, D, dtype=BF16), v=torch.zeros(2, 2, 7, D, dtype=BF16)),

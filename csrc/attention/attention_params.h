@@ -27,6 +27,13 @@ struct AttentionParams {
   const void* v = nullptr;
   void* o = nullptr;
 
+  // Element strides of q, k and v as {batch, head, seq}; head_dim is contiguous. {0, 0, 0} (the default)
+  // = contiguous [B, heads, seq, 128]. Otherwise each a positive multiple of 8 (16 bytes: TMA) below
+  // 2^39 (the op passes the natural stride for a dimension of size 1).
+  int64_t q_strides[3] = {0, 0, 0};
+  int64_t k_strides[3] = {0, 0, 0};
+  int64_t v_strides[3] = {0, 0, 0};
+
   int batch = 0;
   int heads_q = 0;    // Hq
   int heads_kv = 0;   // Hkv, divides Hq

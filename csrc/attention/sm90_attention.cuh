@@ -204,40 +204,52 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // q [B, Hq, Sq, D] viewed as (s, d, h, b); k the same with Hkv, Sk. The per-(h, b) slab is a separate
 // mode, so rows >= Sq of one head are out of bounds (zero-filled by TMA), not the next head's rows.
+// The strides are the tensor's (AttentionParams::q_strides ...): a token-major [B, S, H, D] buffer
+// viewed as [B, H, S, D] loads without a copy.
 using GmemShape = Shape<int, int, int, int>;
 using GmemStrideRowMajor = Stride<int64_t, _1, int64_t, int64_t>;  // (s, d, h, b), d contiguous
 using GmemStrideVt = Stride<_1, int64_t, int64_t, int64_t>;        // (d, s, h, b): V transposed view
 
-CUTE_HOST_DEVICE auto q_layout(int s, int h, int b) {
-  return make_layout(make_shape(s, int(C::kHeadDim), h, b),
-                     make_stride(int64_t(C::kHeadDim), _1{}, int64_t(s) * C::kHeadDim, int64_t(h) * s * C::kHeadDim));
-}
-CUTE_HOST_DEVICE auto vt_layout(int s, int h, int b) {
-  return make_layout(make_shape(int(C::kHeadDim), s, h, b),
-                     make_stride(_1{}, int64_t(C::kHeadDim), int64_t(s) * C::kHeadDim, int64_t(h) * s * C::kHeadDim));
+// Element strides of one of q, k, v.
+struct SlabStrides {
+  int64_t b, h, s;
+};
+// {0, 0, 0}: contiguous [B, heads, seq, 128].
+inline SlabStrides slab_strides(const int64_t (&st)[3], int heads, int seq) {
+  if (st[0] == 0 && st[1] == 0 && st[2] == 0)
+    return {int64_t(heads) * seq * C::kHeadDim, int64_t(seq) * C::kHeadDim, int64_t(C::kHeadDim)};
+  return {st[0], st[1], st[2]};
 }
 
-inline auto make_tma_q(const Element* q, int s, int h, int b) {
-  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(q), q_layout(s, h, b)), SmemLayoutQ{}, TileQ{}, _1{});
+CUTE_HOST_DEVICE auto q_layout(int s, int h, int b, SlabStrides st) {
+  return make_layout(make_shape(s, int(C::kHeadDim), h, b), make_stride(st.s, _1{}, st.h, st.b));
+}
+CUTE_HOST_DEVICE auto vt_layout(int s, int h, int b, SlabStrides st) {
+  return make_layout(make_shape(int(C::kHeadDim), s, h, b), make_stride(_1{}, st.s, st.h, st.b));
+}
+
+inline auto make_tma_q(const Element* q, int s, int h, int b, SlabStrides st) {
+  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(q), q_layout(s, h, b, st)), SmemLayoutQ{}, TileQ{},
+                       _1{});
 }
 template <int kBN>
-inline auto make_tma_k(const Element* k, int s, int h, int b) {
+inline auto make_tma_k(const Element* k, int s, int h, int b, SlabStrides st) {
   using T = KeyTile<kBN>;
-  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(k), q_layout(s, h, b)),
+  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(k), q_layout(s, h, b, st)),
                        typename T::SmemLayoutK{}(_, _, Int<0>{}), typename T::TileK{}, _1{});
 }
 template <int kBN>
-inline auto make_tma_v(const Element* v, int s, int h, int b) {
+inline auto make_tma_v(const Element* v, int s, int h, int b, SlabStrides st) {
   using T = KeyTile<kBN>;
-  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(v), vt_layout(s, h, b)),
+  return make_tma_copy(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(v), vt_layout(s, h, b, st)),
                        typename T::SmemLayoutV{}(_, _, Int<0>{}), typename T::TileV{}, _1{});
 }
 
-using TmaQ = decltype(make_tma_q(nullptr, 1, 1, 1));
+using TmaQ = decltype(make_tma_q(nullptr, 1, 1, 1, SlabStrides{1, 1, 1}));
 template <int kBN>
-using TmaK = decltype(make_tma_k<kBN>(nullptr, 1, 1, 1));
+using TmaK = decltype(make_tma_k<kBN>(nullptr, 1, 1, 1, SlabStrides{1, 1, 1}));
 template <int kBN>
-using TmaV = decltype(make_tma_v<kBN>(nullptr, 1, 1, 1));
+using TmaV = decltype(make_tma_v<kBN>(nullptr, 1, 1, 1, SlabStrides{1, 1, 1}));
 
 // The launch's arguments apart from the K and V tensor maps (whose box is the key-tile width).
 struct KernelArgs {
@@ -1137,8 +1149,12 @@ inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(
 // bench/NOTES.md lessons). The K and V tensor maps are encoded here: their box is the key-tile width.
 template <int kBN, bool kPipelined, bool kMaskSmem, bool kPersistent = false, bool kLean = false>
 inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const AttentionParams& p) {
-  const KernelParams<kBN> kp{args, make_tma_k<kBN>(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch),
-                             make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch)};
+  const KernelParams<kBN> kp{
+      args,
+      make_tma_k<kBN>(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch,
+                      slab_strides(p.k_strides, p.heads_kv, p.seqlen_k)),
+      make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch,
+                      slab_strides(p.v_strides, p.heads_kv, p.seqlen_k))};
   constexpr auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent, kLean>;
   constexpr int kBytes = kSmemBytes<kBN, kMaskSmem>;
   if (!max_dynamic_smem_once<kernel>(p.device, kBytes)) return AttentionStatus::kInitFailed;
@@ -1151,10 +1167,12 @@ inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const At
 // is half of a packed Q tile (rows g * P + p, 128-byte rows, 128B swizzle like SmemLayoutQ).
 inline bool make_tma_q_packed(CUtensorMap* map, const AttentionParams& p, int pack_rows) {
   const int group = p.heads_q / p.heads_kv;
-  const cuuint64_t row = C::kHeadDim * sizeof(Element);  // 256 bytes
+  const SlabStrides st = slab_strides(p.q_strides, p.heads_q, p.seqlen_q);
+  const cuuint64_t e = sizeof(Element);
   cuuint64_t dims[5] = {cuuint64_t(C::kHeadDim), cuuint64_t(p.seqlen_q), cuuint64_t(group), cuuint64_t(p.heads_kv),
                         cuuint64_t(p.batch)};
-  cuuint64_t strides[4] = {row, row * p.seqlen_q, row * p.seqlen_q * group, row * p.seqlen_q * p.heads_q};
+  cuuint64_t strides[4] = {cuuint64_t(st.s) * e, cuuint64_t(st.h) * e, cuuint64_t(st.h) * group * e,
+                           cuuint64_t(st.b) * e};
   cuuint32_t box[5] = {64, cuuint32_t(pack_rows), cuuint32_t(group), 1, 1};
   cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
@@ -1173,10 +1191,16 @@ inline AttentionStatus launch(const AttentionParams& p) {
   if (m_blocks > 65535 || p.batch > 65535) return AttentionStatus::kInvalidArgument;  // grid y/z limits
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.o)})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return AttentionStatus::kInvalidArgument;  // TMA / uint4 stores
+  for (const int64_t* st : {p.q_strides, p.k_strides, p.v_strides}) {
+    if (st[0] == 0 && st[1] == 0 && st[2] == 0) continue;  // contiguous
+    for (int i = 0; i < 3; ++i)  // TMA: strides in bytes multiples of 16, below 2^40
+      if (st[i] <= 0 || st[i] % 8 != 0 || st[i] >= (int64_t(1) << 39)) return AttentionStatus::kInvalidArgument;
+  }
   if (p.mask != nullptr && reinterpret_cast<uintptr_t>(p.mask) % 2 != 0) return AttentionStatus::kInvalidArgument;
 
   KernelArgs kp{
-      make_tma_q(static_cast<const Element*>(p.q), p.seqlen_q, p.heads_q, p.batch),
+      make_tma_q(static_cast<const Element*>(p.q), p.seqlen_q, p.heads_q, p.batch,
+                 slab_strides(p.q_strides, p.heads_q, p.seqlen_q)),
       static_cast<Element*>(p.o),
       static_cast<const uint16_t*>(p.mask),
       p.mask_batch_stride,

@@ -3,8 +3,9 @@
 //   attention(Tensor q, Tensor k, Tensor v, Tensor? mask=None, *, bool causal=False, float? scale=None,
 //             bool skip=True) -> Tensor
 //
-// q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] bf16 contiguous (Hq % Hkv == 0; query head h reads KV head
-// h / (Hq / Hkv)); mask: optional additive bf16 [B or 1, 1, Sq, >= Sk] (only the first Sk columns are
+// q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] bf16 (Hq % Hkv == 0; query head h reads KV head
+// h / (Hq / Hkv)), head_dim contiguous and the other strides multiples of 8 elements (TMA: e.g. a
+// token-major [B, S, H, 128] buffer viewed as [B, H, S, 128], read without a copy); mask: optional additive bf16 [B or 1, 1, Sq, >= Sk] (only the first Sk columns are
 // read; unit column stride, any other strides); causal: keys j > i get -inf (top-left aligned);
 // scale: multiplier of the scores, default 128^-0.5. Returns o [B, Sq, Hq * 128] bf16 (token-major, the
 // O projection's input), i.e. reference.attention(q, k, v, mask, ...).transpose(1, 2).reshape(B, Sq, -1).
@@ -40,14 +41,25 @@ void check_qkv(const char* name, const at::Tensor& t) {
               dims_str(t.sizes()));
   TORCH_CHECK(t.size(3) == kAttnHeadDim, kOp, ": ", name, " must have head_dim ", num(kAttnHeadDim),
               " (the only size the kernel is built for); got ", dims_str(t.sizes()));
-  TORCH_CHECK(t.is_contiguous(), kOp, ": ", name, " must be contiguous (layout [B, heads, seq, 128] as the QKV ",
-              "projection writes it); got sizes ", dims_str(t.sizes()), " strides ", dims_str(t.strides()),
-              " (call .contiguous() first)");
+  TORCH_CHECK(t.stride(3) == 1, kOp, ": ", name, " must have unit stride in head_dim; got sizes ",
+              dims_str(t.sizes()), " strides ", dims_str(t.strides()), " (call .contiguous() first)");
+  for (int d = 0; d < 3; ++d)  // TMA: byte strides multiples of 16 and below 2^40 (size-1 dims: any stride)
+    TORCH_CHECK(t.size(d) <= 1 || (t.stride(d) > 0 && t.stride(d) % 8 == 0 && t.stride(d) < (int64_t(1) << 39)),
+                kOp, ": ", name, "'s batch, head and seq strides must be positive multiples of 8 elements (16 ",
+                "bytes, for TMA); got sizes ", dims_str(t.sizes()), " strides ", dims_str(t.strides()),
+                " (call .contiguous() first)");
   TORCH_CHECK(t.numel() == 0 || aligned16(t), kOp, ": ", name,
               " must start at a 16-byte aligned address (TMA); got a view at element offset ", num(t.storage_offset()));
   TORCH_CHECK(t.size(0) <= std::numeric_limits<int>::max() && t.size(1) <= std::numeric_limits<int>::max() &&
                   t.size(2) <= std::numeric_limits<int>::max(),
               kOp, ": ", name, " dims must fit in 32 bits; got ", dims_str(t.sizes()));
+}
+
+// The kernel's {batch, head, seq} element strides of t: a dimension of size 1 gets the stride it would
+// have in a contiguous tensor (PyTorch reports any value there; TMA needs a multiple of 16 bytes).
+void slab_strides(const at::Tensor& t, int64_t (&out)[3]) {
+  const int64_t natural[3] = {t.size(1) * t.size(2) * kAttnHeadDim, t.size(2) * kAttnHeadDim, kAttnHeadDim};
+  for (int d = 0; d < 3; ++d) out[d] = t.size(d) <= 1 ? natural[d] : t.stride(d);
 }
 
 }  // namespace
@@ -111,6 +123,9 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   p.q = q.data_ptr();
   p.k = k.data_ptr();
   p.v = v.data_ptr();
+  slab_strides(q, p.q_strides);
+  slab_strides(k, p.k_strides);
+  slab_strides(v, p.v_strides);
   p.o = out.data_ptr();
   p.batch = static_cast<int>(batch);
   p.heads_q = static_cast<int>(heads_q);

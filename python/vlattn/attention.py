@@ -2,7 +2,9 @@
 
     o = vlattn.attention.attention(q, k, v, mask=None, causal=False, scale=None, skip=True)
 
-q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] bf16 contiguous CUDA tensors (Hq % Hkv == 0); mask optional
+q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] bf16 CUDA tensors (Hq % Hkv == 0) with a contiguous head_dim and
+batch/head/seq strides that are multiples of 8 elements (so a token-major [B, S, H, 128] projection output
+viewed with ``.transpose(1, 2)``, or a fused QKV buffer split by heads, is read in place); mask optional
 additive bf16 [B or 1, 1, Sq, >= Sk]; returns o [B, Sq, Hq*128] bf16 (token-major, the O projection's
 input). Same values as ``reference.attention(q, k, v, mask, causal=causal, scale=scale)
 .transpose(1, 2).reshape(B, Sq, -1)`` up to the kernel's fp32 rounding (it does not round the scores
