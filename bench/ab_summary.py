@@ -50,6 +50,8 @@ def main_switch(path: str) -> None:
     every value to the first."""
     with open(path) as f:
         data = json.load(f)
+    from vlattn.bench import round_sizes  # how the bench split a column's calls (needs PYTHONPATH=python)
+
     n_rounds = int(data.get("meta", {}).get("args", {}).get("rounds", 1) or 1)
     runs = defaultdict(dict)  # (workload, impl) -> value -> us_all
     values, switch = [], None
@@ -79,12 +81,6 @@ def main_switch(path: str) -> None:
             cells.append(f"{med:8.1f} ({'/'.join(f'{x:.0f}' for x in per_round)})".rjust(26))
         ratios = " ".join(f"{m / medians[0]:.3f}" for m in medians[1:])
         print(f"{name:32s} {impl:20s} {' '.join(cells)}  {ratios}")
-
-
-def round_sizes(iters: int, rounds: int) -> list:
-    """As vlattn.bench.round_sizes (not imported: this script runs without torch)."""
-    rounds = max(1, rounds)
-    return [n for n in (iters // rounds + (1 if r < iters % rounds else 0) for r in range(rounds)) if n > 0]
 
 
 if __name__ == "__main__":

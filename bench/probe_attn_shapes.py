@@ -3,14 +3,14 @@ workload shapes, cold L2, median of --iters with the bench's CudaTimer.
 
     python3 bench/probe_attn_shapes.py --workloads 007:1,007:7 --switch VLATTN_ATTN_PERSISTENT=1,2
 
-With --switch (a development switch, vlattn.dev) every value is timed in the same process, in rounds that
-alternate the values call by call (the order reversed every other round), so both arms see the same
-clocks; without it the switches stay as the environment set them (bench/ab_env.sh for separate processes).
+With --switch (a development switch, vlattn.dev) every value is timed in the same process, in the bench's
+interleaved rounds (measure_runners_in_rounds: a block of calls per value, the order reversed every other
+round), so both arms see the same clocks; without it the switches stay as the environment set them (bench/ab_env.sh for separate processes).
 Prints µs per workload and value, and the sums. Inputs are the reference's Q/K/V stage on fresh random
 inputs.
 """
 import argparse
-import statistics
+import contextlib
 
 import torch
 
@@ -32,28 +32,30 @@ def main() -> None:
     timer = B.CudaTimer(device)
     print(f"switches {({k: v['value'] for k, v in dev.switches().items() if v['value'] != v['default']})}; "
           f"A/B of {name}: {values}" if name else "", flush=True)
-    per_round = max(1, args.iters // args.rounds)
+    opts = B.Options(iters=args.iters, warmup=args.warmup, check=False, seed=0, rounds=args.rounds)
     totals = {v: 0.0 for v in values}
     for spec in args.workloads.split(","):
         problem, index = spec.split(":")
         w = W.load(problem)[int(index)]
         q, k, v, mask = B.attention_inputs(w, device, seed=1234 + int(index))
 
-        def run() -> None:
-            torch.ops.vlattn.attention(q, k, v, mask, causal=False, scale=B.ATTN_SCALE, skip=True)
+        def run(q=q, k=k, v=v, mask=mask):
+            return torch.ops.vlattn.attention(q, k, v, mask, causal=False, scale=B.ATTN_SCALE, skip=True)
 
-        times = {val: [] for val in values}
-        for r in range(args.rounds):
-            for val in (values if r % 2 == 0 else values[::-1]):
-                if name is not None:
-                    dev.set_switch(name, val)
-                times[val] += timer(run, per_round, args.warmup)
+        inner = B.Impl("vlattn:attention", pytorch=False, needs_cuda=True,
+                       build=lambda case: B._returning_runner(run, ()))
+        impls = [inner] if name is None else [B.switched_impl(inner, name, val) for val in values]
+        # The bench's interleaved rounds (order reversed every other round), one column per value.
+        entries = [((lambda impl=impl: impl.build(None)), None, contextlib.nullcontext) for impl in impls]
+        recs = B.measure_runners_in_rounds(entries, timer, opts)
         cells = []
-        for val in values:
-            us = statistics.median(times[val])
-            totals[val] += us
-            cells.append(f"{'' if name is None else f'{val}: '}{us:9.1f} us")
+        for val, rec in zip(values, recs):
+            if rec["us_median"] is None:
+                raise SystemExit(f"{spec} {name}={val}: {rec.get('error')}")
+            totals[val] += rec["us_median"]
+            cells.append(f"{'' if name is None else f'{val}: '}{rec['us_median']:9.1f} us")
         print(f"{spec:8s} {str(w.axes):50s} {'   '.join(cells)}", flush=True)
+        B.release_memory(device)
     print("sum " + "   ".join(f"{'' if name is None else f'{v}: '}{t:.1f} us" for v, t in totals.items()), flush=True)
 
 

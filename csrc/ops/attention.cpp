@@ -57,7 +57,7 @@ void check_qkv(const char* name, const at::Tensor& t) {
 
 // The kernel's {batch, head, seq} element strides of t: a dimension of size 1 gets the stride it would
 // have in a contiguous tensor (PyTorch reports any value there; TMA needs a multiple of 16 bytes).
-void slab_strides(const at::Tensor& t, int64_t (&out)[3]) {
+void kernel_strides(const at::Tensor& t, int64_t (&out)[3]) {
   const int64_t natural[3] = {t.size(1) * t.size(2) * kAttnHeadDim, t.size(2) * kAttnHeadDim, kAttnHeadDim};
   for (int d = 0; d < 3; ++d) out[d] = t.size(d) <= 1 ? natural[d] : t.stride(d);
 }
@@ -123,9 +123,9 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   p.q = q.data_ptr();
   p.k = k.data_ptr();
   p.v = v.data_ptr();
-  slab_strides(q, p.q_strides);
-  slab_strides(k, p.k_strides);
-  slab_strides(v, p.v_strides);
+  kernel_strides(q, p.q_strides);
+  kernel_strides(k, p.k_strides);
+  kernel_strides(v, p.v_strides);
   p.o = out.data_ptr();
   p.batch = static_cast<int>(batch);
   p.heads_q = static_cast<int>(heads_q);
