@@ -66,11 +66,23 @@ inline bool summary_runs(const AttentionParams& p) {
 //   near one wave (B1 S613, 140 units: 35.5 -> 44.3), so it needs at least 8 waves;
 // - staged masks and the causal flag lose up to 40%: the units differ in length (skipped tiles, the
 //   diagonal), static round robin cannot balance them like the hardware's dispatch, and the persistent
-//   staged-mask kernel spills (a dynamic unit counter, measured in the fifth session, did not help).
+//   staged-mask kernel spills (a dynamic unit counter, measured in the fifth session, did not help);
+// - except short staged-mask units in many waves (twenty-sixth session, after the early Q release, the
+//   rotated consumer loop and the lean ZERO tiles; in-process A/B, bench/probe_attn_shapes.py --switch
+//   VLATTN_ATTN_PERSISTENT=1,2, two calls): two key tiles, 8+ waves gain, B64 S256 (3584 units) 246.5 ->
+//   210.8 / 226.9 -> 208.6 us, B32 S256 (1792) 131.7 -> 122.8 / 132.4 -> 117.1; one key tile under 8
+//   waves is a coin toss (B32 S128, 896 units: +2.6% / -4.9%), few waves lose (B4 S256, 224 units: 26.9 ->
+//   28.9), longer units tie or lose (B8 S512 83.2 / 83.3; the causal-like B4 S1024, B1 S4096: +3 to +28%
+//   in the twenty-fifth session). Same units: the CTAs' fixed cost (prologue, Q / K / mask latency,
+//   epilogue) is what the persistent CTA hides under its next unit.
+constexpr int kPersistentStagedMaxTiles = 2;
+constexpr int kPersistentMinWaves = 8;
 inline bool persistent_pays(const AttentionParams& p, long long units, bool staged_mask) {
-  if (p.causal || staged_mask) return false;
+  if (p.causal) return false;
   const long long sms = sm_count_or_h200(p);
-  return p.mask == nullptr ? units > sms : units >= 8 * sms;
+  if (staged_mask)
+    return ceil_div(p.seqlen_k, kBlockN) <= kPersistentStagedMaxTiles && units >= kPersistentMinWaves * sms;
+  return p.mask == nullptr ? units > sms : units >= kPersistentMinWaves * sms;
 }
 
 // Whether the per-unit staged-mask kernel runs its kLean build (ZERO tiles inside the keys and below the

@@ -59,20 +59,22 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 //   session call 1: B4 S1024 538.7 -> 500.6 us, B8 S512 496.6 -> 461.2, B1 S4096 736.6 -> 703.5;
 //   -1.9 to -5.1% with the fourteenth session's 4-byte stores).
 // - 2048 rows: neither tile faster (ping-pong -0.7%, cooperative +6.2%): the pass stays.
-// - >= 8192 rows, 128 x 256 cooperative (its mainloop is the faster one there; the ping-pong Q GEMM read
+// - >= 8192 rows until the twenty-fifth session, 128 x 256 cooperative (its mainloop is the faster one there; the ping-pong Q GEMM read
 //   638 us against 542 at 16384 rows): B64 S256 1642.6 -> 1615.3 (-1.7%), B32 S541 2072.0 -> 2059.8
 //   (-0.6%); 8192 rows: fifteenth session call 2.
 // - 034 keeps the pass (its q needs 1-D positions, which cost ~50 us per tile in the epilogue; its v
 //   alone was not faster).
-// - 128 x 128 ping-pong (one head per tile, two 64-row atoms per warpgroup; VLATTN_QKV_GEMM_EPI=4 puts every
-//   group on it): the epilogue under the other warpgroup's mainloop with a 128-row tile's operand reuse.
-//   Not in the rule: no robust gain (bench/NOTES.md twenty-fifth session calls 3-5, graph replay):
-//   B64 S256 -2.2% in both rounds of one call (its Q GEMM 632 -> 601 us), then in two later calls
-//   -4% / +1% by round and +0.6% kernel by kernel (1569 -> 1579 us first to last kernel); q alone on it
-//   (k, v cooperative) +0.5%. The per-call clock state moves these layers by more than the tile does.
+// - >= 8192 rows since the twenty-sixth session, 128 x 128 ping-pong (one head per tile, two 64-row atoms per
+//   warpgroup; the epilogue under the other warpgroup's mainloop with a 128-row tile's operand reuse).
+//   Cross-process runs could not decide it (twenty-fifth session calls 3-5: -2.2%, then within the
+//   3-5% drift between calls); in-process A/Bs against the 128 x 256 cooperative tile (bench --switch
+//   VLATTN_QKV_GEMM_EPI=1,4, graph replay medians of 3 and 5 rounds, bench/NOTES.md twenty-sixth
+//   session calls 1-2): B32 S541 -4.9% / -4.7%, B64 S256 -2.5% / -3.1%, B32 S256 (8192 rows) -0.2% /
+//   -2.7%; at 4096 rows (B1 S4096, B4 S1024, B8 S512) within +-1.3% of the 64 x 256 tile, which stays.
+//   VLATTN_QKV_GEMM_EPI=3 forces the cooperative tile (the old rule) for A/Bs.
 enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256, kPingPong128x128 };
 inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
-  if (m >= 8192) return QkvEpiTile::kCoop128x256;
+  if (m >= 8192) return QkvEpiTile::kPingPong128x128;
   if (m >= 4096) return QkvEpiTile::kPingPong64x256;
   return QkvEpiTile::kNone;
 }

@@ -126,8 +126,9 @@ bool attention_summary_rule(std::string& err) {
   return true;
 }
 
-// Persistent grid for uniform units beyond one wave, and for a global-memory mask over 8 waves
-// (bench/NOTES.md run 8, fifth session).
+// Persistent grid for uniform units beyond one wave, for a global-memory mask over 8 waves
+// (bench/NOTES.md run 8, fifth session) and for a staged mask of at most two key tiles over 8 waves
+// (twenty-sixth session).
 bool attention_persistent_rule(std::string& err) {
   using attn_rules::pack_plan;
   using attn_rules::persistent_pays;
@@ -140,7 +141,18 @@ bool attention_persistent_rule(std::string& err) {
   EXPECT(units(b2) == 128 && !persistent_pays(b2, units(b2), false));
   const AttentionParams masked = attn(32, 28, 4, 541, 541, true);  // 4480 units, masked
   EXPECT(units(masked) == 4480 && persistent_pays(masked, units(masked), false));  // mask from global memory
-  EXPECT(!persistent_pays(masked, units(masked), true));                            // staged mask
+  EXPECT(!persistent_pays(masked, units(masked), true));                            // staged mask, 5 key tiles
+  // Staged masks: two key tiles in 8+ waves only (twenty-sixth session).
+  const AttentionParams b64 = attn(64, 28, 4, 256, 256, true), b32 = attn(32, 28, 4, 256, 256, true);
+  EXPECT(units(b64) == 3584 && persistent_pays(b64, units(b64), true));
+  EXPECT(units(b32) == 1792 && persistent_pays(b32, units(b32), true));
+  const AttentionParams b32s128 = attn(32, 28, 4, 128, 128, true), b4 = attn(4, 28, 4, 256, 256, true);
+  EXPECT(units(b32s128) == 896 && !persistent_pays(b32s128, units(b32s128), true));  // under 8 waves
+  EXPECT(!persistent_pays(b4, units(b4), true));
+  const AttentionParams b8s512 = attn(8, 28, 4, 512, 512, true);  // 896 units of 4 key tiles
+  EXPECT(!persistent_pays(b8s512, units(b8s512), true));
+  const AttentionParams b128s384 = attn(128, 28, 4, 384, 384, true);  // many waves, 3 key tiles
+  EXPECT(!persistent_pays(b128s384, units(b128s384), true));
   const AttentionParams masked613 = attn(1, 28, 4, 613, 613, true);               // 140 units: ~one wave
   EXPECT(!persistent_pays(masked613, units(masked613), false));
   const AttentionParams causal = attn(4, 32, 8, 4096, 4096, false, true);
@@ -296,17 +308,17 @@ bool qkv_plan_rule(std::string& err) {
 }
 
 // Which GEMM with the RoPE epilogue 007's projections take (qkv_gemm_epi_tile): the pass below 4096
-// rows, 64 x 256 ping-pong at the 4096-row workloads (B32 S128, B8 S512, B4 S1024, B1 S4096), 128 x 256
-// cooperative from 8192 rows (bench/NOTES.md, fifteenth session calls 1-2).
+// rows, 64 x 256 ping-pong at the 4096-row workloads (B32 S128, B8 S512, B4 S1024, B1 S4096), 128 x 128
+// ping-pong from 8192 rows (bench/NOTES.md, fifteenth session calls 1-2, twenty-sixth session calls 1-2).
 bool qkv_epi_rule(std::string& err) {
   EXPECT(qkv_gemm_epi_tile(1024) == QkvEpiTile::kNone);
   EXPECT(qkv_gemm_epi_tile(2048) == QkvEpiTile::kNone);            // B2 S1024
   EXPECT(qkv_gemm_epi_tile(4095) == QkvEpiTile::kNone);
   EXPECT(qkv_gemm_epi_tile(4096) == QkvEpiTile::kPingPong64x256);  // B32 S128, B8 S512, B4 S1024, B1 S4096
   EXPECT(qkv_gemm_epi_tile(8191) == QkvEpiTile::kPingPong64x256);
-  EXPECT(qkv_gemm_epi_tile(8192) == QkvEpiTile::kCoop128x256);     // B32 S256
-  EXPECT(qkv_gemm_epi_tile(16384) == QkvEpiTile::kCoop128x256);    // B64 S256
-  EXPECT(qkv_gemm_epi_tile(17312) == QkvEpiTile::kCoop128x256);    // B32 S541
+  EXPECT(qkv_gemm_epi_tile(8192) == QkvEpiTile::kPingPong128x128);  // B32 S256
+  EXPECT(qkv_gemm_epi_tile(16384) == QkvEpiTile::kPingPong128x128); // B64 S256
+  EXPECT(qkv_gemm_epi_tile(17312) == QkvEpiTile::kPingPong128x128); // B32 S541
   return true;
 }
 
