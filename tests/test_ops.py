@@ -15,8 +15,8 @@ import vlattn
 from vlattn import reference as R
 from vlattn import workloads as W
 from vlattn.gemm_configs import BY_NAME
-from conftest import (BF16, cross_inputs, mrope_inputs, poison, poisoned, rel_fro, requires_cuda, requires_ext,
-                      requires_sm90)
+from conftest import (BF16, cross_inputs, mrope_inputs, outputs_in_subprocess, poison, poisoned, rel_fro,
+                      requires_cuda, requires_ext, requires_sm90)
 
 OPS = torch.ops.vlattn if vlattn._ext.available() else None
 WORKLOADS = W.load()
@@ -432,6 +432,45 @@ def test_native_cuda_graph(name):
     expected = api(**fresh, backend="native")
     assert not static_out.isnan().any()
     assert torch.equal(static_out, expected)
+
+
+# The QKV paths where a plain GEMM computes v (VLATTN_QKV_V_TOKEN_MAJOR: the layers take v token-major
+# from it): grouped, per launch, both 034 launches with one pass, 007's per-launch two-pass.
+V_TOKEN_MAJOR_PATHS = ["034[B=2,Lq=128,Lv=196]", "007[B=1,S=1024]", "034[B=8,Lq=128,Lv=196]",
+                       "034[B=8,Lq=256,Lv=392]", "007[B=2,S=1024]"]
+
+_V_TOKEN_MAJOR_SCRIPT = """
+import sys, torch, vlattn
+from vlattn import _C, dev, workloads as W
+(w,) = [w for w in W.load() if w.name == sys.argv[2]]
+api = vlattn.mrope_self_attention if w.problem == "007" else vlattn.vision_cross_attention
+inputs = W.make_inputs(w, "cuda")
+result = {}
+for value in (0, 1):
+    with dev.switch("VLATTN_QKV_V_TOKEN_MAJOR", value):
+        _C.host_trace()
+        result[f"out{value}"] = api(**inputs, backend="native")
+        torch.cuda.synchronize()
+        result[f"marks{value}"] = sum(name == "qkv.v_token_major" for name, _ in _C.host_trace())
+        if w.problem == "034":  # the op keeps its contract: contiguous head-major outputs
+            qkv = torch.ops.vlattn.vision_qkv(*[inputs[k] for k in (
+                "language_hidden_states", "vision_hidden_states", "language_position_ids", "vision_grid_thw",
+                "q_proj_weight", "q_proj_bias", "k_proj_weight", "k_proj_bias", "v_proj_weight", "v_proj_bias")])
+            result[f"op_contiguous{value}"] = all(t.is_contiguous() for t in qkv)
+torch.save(result, sys.argv[1])
+"""
+
+
+@requires_sm90
+@pytest.mark.parametrize("name", V_TOKEN_MAJOR_PATHS)
+def test_native_v_token_major_same_bits(name, tmp_path):
+    """VLATTN_QKV_V_TOKEN_MAJOR 0 / 1 in one process (host marks on, so the test sees the path taken): v
+    straight from its GEMM, token-major, read by the attention through its strides, gives the bits of the
+    head-major copy; the vision_qkv op still returns contiguous tensors."""
+    r = outputs_in_subprocess(_V_TOKEN_MAJOR_SCRIPT, tmp_path / "out.pt", {"VLATTN_HOST_TRACE": "1"}, name)
+    assert (r["marks0"], r["marks1"]) == (0, 1), (name, r["marks0"], r["marks1"])
+    assert torch.isfinite(r["out1"]).all() and torch.equal(r["out0"], r["out1"]), name
+    assert r.get("op_contiguous0", True) and r.get("op_contiguous1", True), "vision_qkv returned a strided tensor"
 
 
 @requires_sm90

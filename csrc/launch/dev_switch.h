@@ -23,6 +23,7 @@ enum class DevSwitch : int {
   kQkvGemmEpi,         // VLATTN_QKV_GEMM_EPI: 0 off, 1 rule, 2 / 3 / 4 a forced epilogue tile
   kQkvPlan,            // VLATTN_QKV_PLAN: the op-level plans
   kQkvGroupedMinM,     // VLATTN_QKV_GROUPED_MIN_M: rows from which 007 takes the grouped plan
+  kQkvVTokenMajor,     // VLATTN_QKV_V_TOKEN_MAJOR: the cross layer's v straight from its GEMM, token-major
   kAttnSimple,         // VLATTN_ATTN_SIMPLE: the plain consumer loop (diagnosis)
   kAttnMaskSmem,       // VLATTN_ATTN_MASK_SMEM: stage aligned masks in shared memory
   kAttnLeanZero,       // VLATTN_ATTN_LEAN_ZERO: 0 off, 1 rule, 2 always

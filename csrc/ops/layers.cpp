@@ -11,6 +11,7 @@
 
 #include <tuple>
 
+#include "launch/dev_switch.h"
 #include "launch/host_trace.h"
 #include "ops/ops.h"
 
@@ -28,6 +29,11 @@ at::Tensor output_projection(const at::Tensor& o, const at::Tensor& o_weight, co
 
 at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 
+// v straight from its projection GEMM, token-major, where the QKV path computes it with a plain GEMM
+// (mrope_qkv_ex): the RoPE pass skips v's head-major copy and the attention reads v through its
+// strides. VLATTN_QKV_V_TOKEN_MAJOR=0 (a dev switch) keeps v head-major. Same bits either way.
+bool v_token_major() { return dev_switch_on(DevSwitch::kQkvVTokenMajor); }
+
 }  // namespace
 
 at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weight, const at::Tensor& q_bias,
@@ -41,8 +47,8 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
   at::Tensor q, k, v;
   {
     RECORD_USER_SCOPE("vlattn.layer.qkv");
-    std::tie(q, k, v) = mrope_qkv(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin,
-                                  mrope_section, "");
+    std::tie(q, k, v) = mrope_qkv_ex(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos,
+                                     sin, mrope_section, "", v_token_major());
   }
   VLATTN_HOST_MARK("layer.qkv");
   c10::optional<at::Tensor> mask = attention_mask;
@@ -72,9 +78,10 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
   at::Tensor q, k, v;
   {
     RECORD_USER_SCOPE("vlattn.layer.qkv");
-    std::tie(q, k, v) = vision_qkv(dense(language_hidden_states), dense(vision_hidden_states), language_position_ids,
-                                   vision_grid_thw, q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias,
-                                   v_proj_weight, v_proj_bias, rope_theta, thw_split, "");
+    std::tie(q, k, v) = vision_qkv_ex(dense(language_hidden_states), dense(vision_hidden_states),
+                                      language_position_ids, vision_grid_thw, q_proj_weight, q_proj_bias,
+                                      k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, rope_theta, thw_split,
+                                      "", v_token_major());
   }
   VLATTN_HOST_MARK("layer.qkv");
   at::Tensor o;

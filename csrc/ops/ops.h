@@ -38,6 +38,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
     const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
     const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
     double rope_theta, c10::IntArrayRef thw_split, c10::string_view config);
+// The same for the layers: with v_token_major, v may come back as a token-major view [B, Hkv, S, 128]
+// (strides {S * Hkv * 128, 128, Hkv * 128, 1}) of its own projection's output where the path computes
+// it with a plain GEMM (the two-pass "gemm" config without the RoPE epilogue): the attention reads it
+// through its strides, and the RoPE pass skips v's copy. Otherwise (and always for the ops) head-major.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv_ex(
+    const at::Tensor& x, const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    const at::Tensor& cos, const at::Tensor& sin, c10::IntArrayRef mrope_section, c10::string_view config,
+    bool v_token_major);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv_ex(
+    const at::Tensor& lang, const at::Tensor& vision, const at::Tensor& position_ids, const at::Tensor& grid_thw,
+    const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    double rope_theta, c10::IntArrayRef thw_split, c10::string_view config, bool v_token_major);
 
 // GQA attention (csrc/ops/attention.cpp): o [B, Sq, Hq * 128].
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

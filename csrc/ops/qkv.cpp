@@ -118,6 +118,7 @@ struct QkvOutputs {
   Slot slots[3];  // q, k, v
   at::TensorOptions options;
   int64_t batch;
+  bool v_token_major = false;  // the layers' v as a view of its GEMM's output (mrope_qkv_ex)
 
   // q [B, Hq, Sq, 128] for group gq, k and v [B, Hkv, Skv, 128] for gk and gv.
   QkvOutputs(const at::TensorOptions& opts, int64_t batch, at::Tensor* q, QkvGroup* gq, int64_t hq, int64_t sq,
@@ -142,6 +143,21 @@ struct QkvOutputs {
       made = true;
     }
     if (made) VLATTN_HOST_MARK("qkv.outputs");
+  }
+  // Whether group g's projection is written token-major, straight by its GEMM: the v slot's group
+  // (no RoPE) when the caller takes v as a view.
+  bool token_major(const QkvGroup* g) const {
+    return v_token_major && g == slots[2].group && g->rope == RopeMode::kNone && !slots[2].tensor->defined();
+  }
+  // Makes v token-major: one [B * S, Hkv * 128] block, v its [B, Hkv, S, 128] view; returns the rows'
+  // start and sets *ld to their stride (elements).
+  void* make_token_major_v(int64_t* ld) {
+    Slot& s = slots[2];
+    const at::Tensor rows = at::empty({batch * s.seq, s.heads * kQkvHeadDim}, options);
+    *s.tensor = rows.view({batch, s.seq, s.heads, kQkvHeadDim}).transpose(1, 2);
+    *ld = s.heads * kQkvHeadDim;
+    VLATTN_HOST_MARK("qkv.v_token_major");
+    return rows.data_ptr();
   }
 };
 
@@ -426,12 +442,22 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     for (bool& e : epi) e = false;
     n_epi = 0;
   }
-  if (n_epi > 0) outs.materialize(&p);
+  // A token-major v (the layers, QkvOutputs::v_token_major) is its plain GEMM's output: no y, no pass.
+  bool direct[kQkvMaxGroups] = {};
+  void* direct_out = nullptr;
+  int64_t direct_ld = 0;
+  for (int g = 0; g < p.num_groups; ++g) {
+    if (epi[g] || !outs.token_major(&p.groups[g])) continue;
+    direct[g] = true;
+    direct_out = outs.make_token_major_v(&direct_ld);
+  }
+  // The pass gets `rest` (copied below) when some groups skip it: their outputs first.
+  if (n_epi > 0 || direct_out != nullptr) outs.materialize(&p);
   QkvParams rest = p;
   int rest_index[kQkvMaxGroups] = {};  // group g's index in rest
   rest.num_groups = 0;
   for (int g = 0; g < p.num_groups; ++g) {
-    if (epi[g]) continue;
+    if (epi[g] || direct[g]) continue;
     rest_index[g] = rest.num_groups;
     rest.groups[rest.num_groups++] = p.groups[g];
   }
@@ -465,13 +491,13 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     gp.a = p.x;
     gp.b = grp.weight;
     gp.bias = grp.bias;
-    gp.d = epi[g] ? nullptr : y.ptr[rest_index[g]];
+    gp.d = epi[g] ? nullptr : direct[g] ? direct_out : y.ptr[rest_index[g]];
     gp.m = p.m;
     gp.n = static_cast<int>(n);
     gp.k = p.k;
     gp.lda = p.ldx;
     gp.ldb = grp.ldw;
-    gp.ldd = y.ld;
+    gp.ldd = direct[g] ? direct_ld : y.ld;
     gp.device = device;
     gp.sm_count = p.sm_count;
     gp.stream = on_side ? side_stream->stream() : p.stream;
@@ -504,7 +530,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     C10_CUDA_CHECK(cudaEventRecord(ev.join, side_stream->stream()));
     C10_CUDA_CHECK(cudaStreamWaitEvent(p.stream, ev.join, 0));
   }
-  if (rest.num_groups == 0) return false;  // every group's RoPE ran in its GEMM
+  if (rest.num_groups == 0) return false;  // every group's RoPE ran in its GEMM (or it had none: v)
   PendingRope pend{&p, y, y_block, rest.num_groups < p.num_groups, rest};
   if (defer != nullptr) {
     *defer = pend;
@@ -561,6 +587,20 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
     }
   }
   if (gp.count == 0) return;
+  // A token-major v (QkvOutputs::v_token_major) is written by its problem straight into v's rows; y keeps
+  // its columns unused, and the pass below skips the group.
+  int direct_group[2] = {-1, -1};
+  for (int i = 0; i < n; ++i) {
+    const QkvParams& p = *ps[i];
+    if (p.m == 0) continue;
+    for (int g = 0; g < p.num_groups; ++g) {
+      if (!outs.token_major(&p.groups[g])) continue;
+      int64_t ld = 0;
+      gp.prob[first_problem[i] + g].d = outs.make_token_major_v(&ld);
+      gp.prob[first_problem[i] + g].ldd = ld;
+      direct_group[i] = g;
+    }
+  }
   for (int i = 0; i < gp.count; ++i) {
     TORCH_CHECK((gp.prob[i].bias != nullptr) == (gp.prob[0].bias != nullptr), op,
                 ": the grouped configs need the biases to all be given or all be None");
@@ -579,7 +619,8 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
     const QkvParams& p = *ps[i];
     if (p.m == 0) continue;
     y[i] = projection_y_at(p, base + y_offset[i]);
-    for (int g = 0; g < p.num_groups; ++g) gp.prob[first_problem[i] + g].d = y[i].ptr[g];
+    for (int g = 0; g < p.num_groups; ++g)
+      if (g != direct_group[i]) gp.prob[first_problem[i] + g].d = y[i].ptr[g];
   }
   VLATTN_HOST_MARK("qkv.grouped.alloc");
   cudaError_t err = grouped_gemm_sm90(gp, tile, base + y_bytes, bytes);
@@ -589,6 +630,20 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   for (int i = 0; i < n; ++i) {
     if (ps[i]->m == 0) continue;
     PendingRope pend{ps[i], y[i], at::Tensor()};  // y lives in `block`
+    if (direct_group[i] >= 0) {  // the pass covers the other groups: their outputs first (PendingRope)
+      outs.materialize(ps[i]);
+      pend.reduced = true;
+      pend.rest = *ps[i];
+      pend.rest.num_groups = 0;
+      for (int g = 0; g < ps[i]->num_groups; ++g) {
+        if (g == direct_group[i]) continue;
+        const int r = pend.rest.num_groups++;
+        pend.rest.groups[r] = ps[i]->groups[g];
+        pend.y.ptr[r] = y[i].ptr[g];
+        pend.y.ldy[r] = y[i].ldy[g];
+      }
+      if (pend.rest.num_groups == 0) continue;
+    }
     launch_rope_passes(op, &pend, 1, outs);
   }
 }
@@ -697,10 +752,11 @@ void check_sizes_fit(const char* op, int64_t m, int64_t k) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv_ex(
     const at::Tensor& x, const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
     const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
-    const at::Tensor& cos, const at::Tensor& sin, c10::IntArrayRef mrope_section, c10::string_view config) {
+    const at::Tensor& cos, const at::Tensor& sin, c10::IntArrayRef mrope_section, c10::string_view config,
+    bool v_token_major) {
   const char* op = "vlattn.mrope_qkv";
   TORCH_CHECK(x.is_cuda(), op, ": the native backend needs CUDA tensors; got ", x.device());
   check_on(op, "hidden_states", x, x, at::kBFloat16);
@@ -741,6 +797,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   p.groups[2] = make_group(op, "v_weight", v_weight, "v_bias", v_bias, x, k, RopeMode::kNone);
   at::Tensor q, kk, v;
   QkvOutputs outs(x.options(), batch, &q, &p.groups[0], hq, seq, &kk, &p.groups[1], &v, &p.groups[2], hkv, seq);
+  outs.v_token_major = v_token_major;
   p.rope.cos = cos.data_ptr();
   p.rope.sin = sin.data_ptr();
   p.rope.tab_plane_stride = cos.stride(0);
@@ -763,11 +820,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
   return {q, kk, v};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv(
+    const at::Tensor& x, const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    const at::Tensor& cos, const at::Tensor& sin, c10::IntArrayRef mrope_section, c10::string_view config) {
+  return mrope_qkv_ex(x, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos, sin, mrope_section, config, false);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv_ex(
     const at::Tensor& lang, const at::Tensor& vision, const at::Tensor& position_ids, const at::Tensor& grid_thw,
     const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
     const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
-    double rope_theta, c10::IntArrayRef thw_split, c10::string_view config) {
+    double rope_theta, c10::IntArrayRef thw_split, c10::string_view config, bool v_token_major) {
   const char* op = "vlattn.vision_qkv";
   TORCH_CHECK(lang.is_cuda(), op, ": the native backend needs CUDA tensors; got ", lang.device());
   check_on(op, "language_hidden_states", lang, lang, at::kBFloat16);
@@ -827,12 +891,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
 
   at::Tensor q, kk, v;
   QkvOutputs outs(lang.options(), batch, &q, &pq.groups[0], hq, lq, &kk, &pkv.groups[0], &v, &pkv.groups[1], hkv, lv);
+  outs.v_token_major = v_token_major;
   QkvParams* launches[2] = {&pq, &pkv};
   const at::Tensor inputs[2] = {lang, vision};
   RECORD_USER_SCOPE("vlattn.qkv.launch");
   launch_all(op, launches, inputs, 2, config, outs);
   outs.materialize();
   return {q, kk, v};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vision_qkv(
+    const at::Tensor& lang, const at::Tensor& vision, const at::Tensor& position_ids, const at::Tensor& grid_thw,
+    const at::Tensor& q_weight, const c10::optional<at::Tensor>& q_bias, const at::Tensor& k_weight,
+    const c10::optional<at::Tensor>& k_bias, const at::Tensor& v_weight, const c10::optional<at::Tensor>& v_bias,
+    double rope_theta, c10::IntArrayRef thw_split, c10::string_view config) {
+  return vision_qkv_ex(lang, vision, position_ids, grid_thw, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias,
+                       rope_theta, thw_split, config, false);
 }
 
 }  // namespace vlattn
