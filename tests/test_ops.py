@@ -435,9 +435,10 @@ def test_native_cuda_graph(name):
 
 
 # The QKV paths where a plain GEMM computes v (VLATTN_QKV_V_TOKEN_MAJOR: the layers take v token-major
-# from it): grouped, per launch, both 034 launches with one pass, 007's per-launch two-pass.
-V_TOKEN_MAJOR_PATHS = ["034[B=2,Lq=128,Lv=196]", "007[B=1,S=1024]", "034[B=8,Lq=128,Lv=196]",
-                       "034[B=8,Lq=256,Lv=392]", "007[B=2,S=1024]"]
+# from it) and whether the switch takes v token-major there: 034's both launches with one pass, 007's
+# grouped GEMM, 034 per launch, 007's per-launch two-pass; not the grouped GEMM over both of 034's inputs.
+V_TOKEN_MAJOR_PATHS = [("034[B=2,Lq=128,Lv=196]", 1), ("007[B=1,S=1024]", 1), ("034[B=8,Lq=128,Lv=196]", 1),
+                       ("007[B=2,S=1024]", 1), ("034[B=8,Lq=256,Lv=392]", 0)]
 
 _V_TOKEN_MAJOR_SCRIPT = """
 import sys, torch, vlattn
@@ -462,13 +463,13 @@ torch.save(result, sys.argv[1])
 
 
 @requires_sm90
-@pytest.mark.parametrize("name", V_TOKEN_MAJOR_PATHS)
-def test_native_v_token_major_same_bits(name, tmp_path):
+@pytest.mark.parametrize("name, taken", V_TOKEN_MAJOR_PATHS)
+def test_native_v_token_major_same_bits(name, taken, tmp_path):
     """VLATTN_QKV_V_TOKEN_MAJOR 0 / 1 in one process (host marks on, so the test sees the path taken): v
     straight from its GEMM, token-major, read by the attention through its strides, gives the bits of the
     head-major copy; the vision_qkv op still returns contiguous tensors."""
     r = outputs_in_subprocess(_V_TOKEN_MAJOR_SCRIPT, tmp_path / "out.pt", {"VLATTN_HOST_TRACE": "1"}, name)
-    assert (r["marks0"], r["marks1"]) == (0, 1), (name, r["marks0"], r["marks1"])
+    assert (r["marks0"], r["marks1"]) == (0, taken), (name, r["marks0"], r["marks1"])
     assert torch.isfinite(r["out1"]).all() and torch.equal(r["out0"], r["out1"]), name
     assert r.get("op_contiguous0", True) and r.get("op_contiguous1", True), "vision_qkv returned a strided tensor"
 

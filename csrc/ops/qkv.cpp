@@ -588,9 +588,12 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   }
   if (gp.count == 0) return;
   // A token-major v (QkvOutputs::v_token_major) is written by its problem straight into v's rows; y keeps
-  // its columns unused, and the pass below skips the group.
+  // its columns unused, and the pass below skips the group. Only for one launch (007): with both of
+  // 034's inputs in the grouped GEMM (its 5184-row workloads) it measured 0.1-1.3% slower per layer, in
+  // every round of an in-process A/B (bench/NOTES.md twenty-sixth session call 4), where 007 B1 S1024
+  // gained 1.8%.
   int direct_group[2] = {-1, -1};
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n && n == 1; ++i) {
     const QkvParams& p = *ps[i];
     if (p.m == 0) continue;
     for (int g = 0; g < p.num_groups; ++g) {
