@@ -593,15 +593,13 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   // every round of an in-process A/B (bench/NOTES.md twenty-sixth session call 4), where 007 B1 S1024
   // gained 1.8%.
   int direct_group[2] = {-1, -1};
-  for (int i = 0; i < n && n == 1; ++i) {
-    const QkvParams& p = *ps[i];
-    if (p.m == 0) continue;
-    for (int g = 0; g < p.num_groups; ++g) {
-      if (!outs.token_major(&p.groups[g])) continue;
+  if (n == 1 && ps[0]->m > 0) {
+    for (int g = 0; g < ps[0]->num_groups; ++g) {
+      if (!outs.token_major(&ps[0]->groups[g])) continue;
       int64_t ld = 0;
-      gp.prob[first_problem[i] + g].d = outs.make_token_major_v(&ld);
-      gp.prob[first_problem[i] + g].ldd = ld;
-      direct_group[i] = g;
+      gp.prob[first_problem[0] + g].d = outs.make_token_major_v(&ld);
+      gp.prob[first_problem[0] + g].ldd = ld;
+      direct_group[0] = g;
     }
   }
   for (int i = 0; i < gp.count; ++i) {
