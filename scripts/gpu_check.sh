@@ -120,7 +120,12 @@ run_sanitize() {
 run_probe() {
   # Only the tests named (PROBE_TESTS or args), not TEST_PATHS' default tests/ as well: that ran the whole
   # suite (276 s) in the twenty-third session's call 4, when only tests/test_bench.py was asked for.
-  [ -n "${PROBE_TESTS:-}$*" ] && TEST_PATHS="${TEST_PATHS:- }" run_tests ${PROBE_TESTS:-} "$@"
+  # PROBE_TESTS is split on spaces: quoted pytest arguments (-k "a or b") go after `probe` as arguments
+  # (twenty-sixth session, call 1: `-k 'a or b'` in PROBE_TESTS ran no test).
+  case "${PROBE_TESTS:-}" in
+    *"'"*|*'"'*) log "PROBE_TESTS has quotes: no tests run (pass quoted pytest arguments after 'probe')"; status=1 ;;
+    *) [ -n "${PROBE_TESTS:-}$*" ] && TEST_PATHS="${TEST_PATHS:- }" run_tests ${PROBE_TESTS:-} "$@" ;;
+  esac
   local i=0 cmd
   IFS=';' read -ra cmds <<< "${PROBE_CMDS:-}"
   for cmd in "${cmds[@]}"; do
