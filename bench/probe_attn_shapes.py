@@ -6,6 +6,9 @@ workload shapes, cold L2, median of --iters with the bench's CudaTimer.
 With --switch (a development switch, vlattn.dev) every value is timed in the same process, in the bench's
 interleaved rounds (measure_runners_in_rounds: a block of calls per value, the order reversed every other
 round), so both arms see the same clocks; without it the switches stay as the environment set them (bench/ab_env.sh for separate processes).
+With --v-layouts head,token the columns are v's layouts instead (same values): head-major [B, Hkv, S, 128]
+contiguous, or the token-major view the layers hand the attention (VLATTN_QKV_V_TOKEN_MAJOR), to see
+what the strided v costs the attention alone.
 Prints µs per workload and value, and the sums. Inputs are the reference's Q/K/V stage on fresh random
 inputs.
 """
@@ -26,8 +29,15 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=20, help="timed calls per value (split over --rounds)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--v-layouts", default=None, metavar="head,token",
+                    help="columns by v's layout (head-major contiguous / token-major view) instead of a switch")
     args = ap.parse_args()
-    name, values = B.parse_switch(args.switch) if args.switch else (None, [None])
+    if args.switch and args.v_layouts:
+        ap.error("--switch and --v-layouts: one A/B at a time")
+    layouts = args.v_layouts.split(",") if args.v_layouts else None
+    if layouts and not set(layouts) <= {"head", "token"}:
+        ap.error(f"--v-layouts: expected a list of head / token; got {args.v_layouts!r}")
+    name, values = B.parse_switch(args.switch) if args.switch else ("v layout", layouts) if layouts else (None, [None])
     device = torch.device("cuda")
     timer = B.CudaTimer(device)
     print(f"switches {({k: v['value'] for k, v in dev.switches().items() if v['value'] != v['default']})}; "
@@ -39,12 +49,18 @@ def main() -> None:
         w = W.load(problem)[int(index)]
         q, k, v, mask = B.attention_inputs(w, device, seed=1234 + int(index))
 
-        def run(q=q, k=k, v=v, mask=mask):
-            return torch.ops.vlattn.attention(q, k, v, mask, causal=False, scale=B.ATTN_SCALE, skip=True)
+        def runner(v):
+            def run(q=q, k=k, v=v, mask=mask):
+                return torch.ops.vlattn.attention(q, k, v, mask, causal=False, scale=B.ATTN_SCALE, skip=True)
+            return B.Impl("vlattn:attention", pytorch=False, needs_cuda=True,
+                          build=lambda case: B._returning_runner(run, ()))
 
-        inner = B.Impl("vlattn:attention", pytorch=False, needs_cuda=True,
-                       build=lambda case: B._returning_runner(run, ()))
-        impls = [inner] if name is None else [B.switched_impl(inner, name, val) for val in values]
+        if layouts:  # the same values, v head-major or as the token-major view of [B, S, Hkv, 128] rows
+            token = v.transpose(1, 2).contiguous().transpose(1, 2)
+            impls = [runner(v if layout == "head" else token) for layout in layouts]
+        else:
+            inner = runner(v)
+            impls = [inner] if name is None else [B.switched_impl(inner, name, val) for val in values]
         # The bench's interleaved rounds (order reversed every other round), one column per value.
         entries = [((lambda impl=impl: impl.build(None)), None, contextlib.nullcontext) for impl in impls]
         recs = B.measure_runners_in_rounds(entries, timer, opts)
