@@ -1,6 +1,8 @@
 // vlattn::mrope_qkv / vlattn::vision_qkv: tensor checks -> QkvParams -> the fused sm_90a kernel
 // (csrc/qkv/). Outputs are fresh head-major tensors q [B, Hq, S, 128], k and v [B, Hkv, S, 128]
-// (contiguous: the attention kernel's input layout), allocated by PyTorch's caching allocator.
+// (contiguous), allocated by PyTorch's caching allocator; for the layers (mrope_qkv_ex / vision_qkv_ex
+// with v_token_major) v may instead be the token-major view of its GEMM's rows (QkvOutputs::token_major),
+// which the attention reads through its strides.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/record_function.h>
