@@ -322,6 +322,18 @@ struct PendingRope {
   const QkvParams* params() const { return reduced ? &rest : p; }
 };
 
+// p restricted to the groups not marked in `skip` (a RoPE pass's `rest`); index[g] is group g's index in it.
+QkvParams groups_except(const QkvParams& p, const bool* skip, int* index) {
+  QkvParams rest = p;
+  rest.num_groups = 0;
+  for (int g = 0; g < p.num_groups; ++g) {
+    if (skip[g]) continue;
+    index[g] = rest.num_groups;
+    rest.groups[rest.num_groups++] = p.groups[g];
+  }
+  return rest;
+}
+
 // The op-level all-GEMMs plan (qkv_op_plan kGemmAll: 034's two launches below 2048 rows each) runs both
 // launches' GEMMs first and then one RoPE pass for both: the text's pass no longer sits between the Q
 // and the K GEMM, and one launch is saved. H200, 2026-12-01 (bench/NOTES.md thirteenth session call 3,
@@ -455,14 +467,10 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   }
   // The pass gets `rest` (copied below) when some groups skip it: their outputs first.
   if (n_epi > 0 || direct_out != nullptr) outs.materialize(&p);
-  QkvParams rest = p;
+  bool skip[kQkvMaxGroups] = {};
+  for (int g = 0; g < p.num_groups; ++g) skip[g] = epi[g] || direct[g];
   int rest_index[kQkvMaxGroups] = {};  // group g's index in rest
-  rest.num_groups = 0;
-  for (int g = 0; g < p.num_groups; ++g) {
-    if (epi[g] || direct[g]) continue;
-    rest_index[g] = rest.num_groups;
-    rest.groups[rest.num_groups++] = p.groups[g];
-  }
+  const QkvParams rest = groups_except(p, skip, rest_index);
   at::Tensor y_block;
   ProjectionY y;
   if (rest.num_groups > 0) {
@@ -635,15 +643,15 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
     PendingRope pend{ps[i], y[i], at::Tensor()};  // y lives in `block`
     if (direct_group[i] >= 0) {  // the pass covers the other groups: their outputs first (PendingRope)
       outs.materialize(ps[i]);
+      bool skip[kQkvMaxGroups] = {};
+      skip[direct_group[i]] = true;
+      int index[kQkvMaxGroups] = {};
       pend.reduced = true;
-      pend.rest = *ps[i];
-      pend.rest.num_groups = 0;
+      pend.rest = groups_except(*ps[i], skip, index);
       for (int g = 0; g < ps[i]->num_groups; ++g) {
-        if (g == direct_group[i]) continue;
-        const int r = pend.rest.num_groups++;
-        pend.rest.groups[r] = ps[i]->groups[g];
-        pend.y.ptr[r] = y[i].ptr[g];
-        pend.y.ldy[r] = y[i].ldy[g];
+        if (skip[g]) continue;
+        pend.y.ptr[index[g]] = y[i].ptr[g];
+        pend.y.ldy[index[g]] = y[i].ldy[g];
       }
       if (pend.rest.num_groups == 0) continue;
     }

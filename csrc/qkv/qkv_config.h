@@ -59,13 +59,13 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 //   session call 1: B4 S1024 538.7 -> 500.6 us, B8 S512 496.6 -> 461.2, B1 S4096 736.6 -> 703.5;
 //   -1.9 to -5.1% with the fourteenth session's 4-byte stores).
 // - 2048 rows: neither tile faster (ping-pong -0.7%, cooperative +6.2%): the pass stays.
-// - >= 8192 rows until the twenty-fifth session, 128 x 256 cooperative (its mainloop is the faster one there; the ping-pong Q GEMM read
-//   638 us against 542 at 16384 rows): B64 S256 1642.6 -> 1615.3 (-1.7%), B32 S541 2072.0 -> 2059.8
-//   (-0.6%); 8192 rows: fifteenth session call 2.
+// - >= 8192 rows until the twenty-fifth session, 128 x 256 cooperative (its mainloop is the faster one
+//   there; the 64 x 256 ping-pong Q GEMM read 638 us against 542 at 16384 rows): B64 S256 1642.6 ->
+//   1615.3 (-1.7%), B32 S541 2072.0 -> 2059.8 (-0.6%); 8192 rows: fifteenth session call 2.
 // - 034 keeps the pass (its q needs 1-D positions, which cost ~50 us per tile in the epilogue; its v
 //   alone was not faster).
-// - >= 8192 rows since the twenty-sixth session, 128 x 128 ping-pong (one head per tile, two 64-row atoms per
-//   warpgroup; the epilogue under the other warpgroup's mainloop with a 128-row tile's operand reuse).
+// - >= 8192 rows since the twenty-sixth session, 128 x 128 ping-pong (one head per tile, two 64-row atoms
+//   per warpgroup; the epilogue under the other warpgroup's mainloop with a 128-row tile's operand reuse).
 //   Cross-process runs could not decide it (twenty-fifth session calls 3-5: -2.2%, then within the
 //   3-5% drift between calls); in-process A/Bs against the 128 x 256 cooperative tile (bench --switch
 //   VLATTN_QKV_GEMM_EPI=1,4, graph replay medians of 3 and 5 rounds, bench/NOTES.md twenty-sixth
