@@ -592,9 +592,9 @@ def run(b, hq, hkv, sq, sk, mask=False, causal=False):
     del poison
     out = attention(q, k, v, m, causal=causal)
     cases.append([t.cpu() if t is not None else None for t in (q, k, v, m)] + [causal, out.cpu()])
-# Sk around the 176-key tile (one tile, exact, one past, partial last tiles), Sq tails, GQA 4 / 7 / 1,
+# Sk around the 144, 160 and 176-key tiles (one tile, exact, one past, partial last tiles), Sq tails, GQA 4 / 7 / 1,
 # the 034 shapes' key lengths; then a mask and the causal flag (these stay on 128-key tiles).
-for sk in (1, 100, 128, 175, 176, 177, 352, 353, 588, 980):
+for sk in (1, 100, 128, 143, 144, 145, 159, 160, 161, 175, 176, 177, 352, 353, 392, 588, 784, 980):
     run(2, 8, 2, 129, sk)
 run(1, 32, 8, 541, 980)
 run(2, 28, 4, 17, 1568)
@@ -607,15 +607,17 @@ torch.save(cases, sys.argv[1])
 
 
 @requires_sm90
-@pytest.mark.parametrize("width, persistent", [("128", "0"), ("176", "0"), ("176", "2"), ("0", "1")])
+@pytest.mark.parametrize("width, persistent", [("128", "0"), ("144", "0"), ("144", "2"), ("160", "0"), ("160", "2"),
+                                              ("176", "0"), ("176", "2"), ("0", "1"), ("1", "1")])
 def test_key_tile_widths(tmp_path, rng_seed, width, persistent, highest_fp32_matmul):
-    """VLATTN_ATTN_BN forces the key-tile width (128 or 176; 0 = the rule) where 176 is allowed (no mask,
-    not causal). The widths sum the keys in different tiles, so the check is against the references
-    (not bitwise): Sk tails around 176, one-tile and exact multiples, on the per-unit and the
-    persistent grid; a masked and a causal call in the same process must still be right (128 only)."""
+    """VLATTN_ATTN_BN forces the key-tile width (128, 144, 160 or 176; 0 = the rule, 1 = the rule of 128 and
+    176 only) where the wider tiles are allowed (no mask, not causal). The widths sum the keys in different
+    tiles, so the check is against the references (not bitwise): Sk tails around each width, one-tile and
+    exact multiples, on the per-unit and the persistent grid; a masked and a causal call in the same
+    process must still be right (128 only)."""
     cases = outputs_in_subprocess(_WIDTH_SCRIPT, tmp_path / f"out_{width}_{persistent}.pt",
                                   {"VLATTN_ATTN_BN": width, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
-    assert len(cases) == 16
+    assert len(cases) == 24
     for q, k, v, m, causal, out in cases:
         q, k, v = q.cuda(), k.cuda(), v.cuda()
         m = None if m is None else m.cuda()

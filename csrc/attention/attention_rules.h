@@ -13,7 +13,7 @@ namespace attn_rules {
 
 constexpr int kBlockM = 128;  // query rows per tile (sm90_attention.cuh static_asserts AttnConfig agrees)
 constexpr int kBlockN = 128;  // keys per tile (mask tiles, causal; the default)
-constexpr int kBlockNWide = 176;  // keys per tile of the unmasked, non-causal kernels
+constexpr int kBlockNWide = 176;  // the widest key tile of the unmasked, non-causal kernels (also 144, 160)
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -108,10 +108,12 @@ inline bool lean_staged_pays(const AttentionParams& p) {
          (tiles >= kLeanStagedManyWavesMinTiles && ctas >= kLeanStagedManyWaves * sms);
 }
 
-// Keys per pipeline step. 176 is allowed only without a mask and without the causal flag (mask tiles,
-// their summary and the causal diagonal are 128 wide). mode (VLATTN_ATTN_BN): 0 = the rule, 128 or
-// 176 = that width wherever it is allowed. The rule is what the H200 measured (2026-12-01, same-call
-// A/B of bench/probe_attn_width.py, cold L2, 034 shapes; bench/NOTES.md twelfth session):
+// Keys per pipeline step. Widths other than 128 are allowed only without a mask and without the causal
+// flag (mask tiles, their summary and the causal diagonal are 128 wide). mode (VLATTN_ATTN_BN): 0 = the
+// rule, 1 = the rule before the 144 / 160-key kernels (128 or 176 only), 128 / 144 / 160 / 176 = that
+// width wherever it is allowed (anything else: the rule).
+// What the H200 measured for 128 against 176 (2026-12-01, same-call A/B of bench/probe_attn_width.py, cold
+// L2, 034 shapes; bench/NOTES.md twelfth session):
 // - 176 wins 5-9% where the keys pad about as well: Lk 392 (B64 361 -> 334 us), 784 (B16 262 -> 238),
 //   980 (93 -> 89), 1568 (108 -> 98), 176 (87 -> 63: one tile instead of two), 352 (102 -> 84); also
 //   Lk 588 (312 -> 302), where 176 pads to 704 keys against 640;
@@ -119,18 +121,41 @@ inline bool lean_staged_pays(const AttentionParams& p) {
 //   13.7, 23.9 -> 23.9);
 // - it ties or loses on long key sequences (Lk 6272: 642 -> 640, Lk 12544: 2566 -> 2608 us): those
 //   kernels run 0.6-2.6 ms at ~650 TFLOP/s, bound by something the step width does not change.
-// So: 176 when the padded key count is at most 1.2x that of 128-key tiles and Lk < 4096.
+// Those readings fit time ~ steps x (a step's fixed cost) + padded keys x (a key's cost), with a step's
+// fixed cost worth 77 (Lk 392) to 100 (Lk 588) keys. So below 4096 keys the rule takes the width of
+// least kStepKeys x steps + padded keys among 128, 144, 160 and 176 (ties to the wider): Lk 392 -> 144
+// (3 steps of 432 keys against 176's 528), 588 and 784 -> 160, 980 and 1568 -> 176, 196 -> 128.
+// The 144 / 160 choice is the model's prediction (twenty-seventh session), to be confirmed by the same
+// in-process A/B (mode 0 against 1).
 constexpr int kWideMaxKeys = 4096;
+constexpr int kStepKeys = 88;
+constexpr int kKeyTileWidths[] = {128, 144, 160, 176};
 
 inline bool wide_allowed(const AttentionParams& p) { return p.mask == nullptr && !p.causal; }
 
+inline bool is_key_tile_width(int n) {
+  for (int w : kKeyTileWidths)
+    if (n == w) return true;
+  return false;
+}
+
 inline int block_n(const AttentionParams& p, int mode) {
   if (!wide_allowed(p)) return kBlockN;
-  if (mode == kBlockN || mode == kBlockNWide) return mode;
+  if (mode != 0 && mode != 1 && is_key_tile_width(mode)) return mode;
   if (p.seqlen_k <= kBlockN || p.seqlen_k >= kWideMaxKeys) return kBlockN;
-  const long long padded_wide = (long long)ceil_div(p.seqlen_k, kBlockNWide) * kBlockNWide;
-  const long long padded = (long long)ceil_div(p.seqlen_k, kBlockN) * kBlockN;
-  return 5 * padded_wide <= 6 * padded ? kBlockNWide : kBlockN;
+  if (mode == 1) {  // 128 or 176 only: 176 when it pads to at most 1.2x the keys of 128
+    const long long padded_wide = (long long)ceil_div(p.seqlen_k, kBlockNWide) * kBlockNWide;
+    const long long padded = (long long)ceil_div(p.seqlen_k, kBlockN) * kBlockN;
+    return 5 * padded_wide <= 6 * padded ? kBlockNWide : kBlockN;
+  }
+  int best = kBlockN;
+  long long best_cost = LLONG_MAX;
+  for (int w : kKeyTileWidths) {
+    const long long steps = ceil_div(p.seqlen_k, w);
+    const long long cost = steps * (kStepKeys + w);
+    if (cost <= best_cost) best = w, best_cost = cost;
+  }
+  return best;
 }
 
 // GQA packing: a unit is (KV head, rows = floor(128 / G) positions, batch) instead of (query head,

@@ -102,13 +102,25 @@ using TileQ = Shape<Int<C::kBlockM>, Int<C::kHeadDim>>;  // (rows, d)
 using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, TileQ{}));
 
 // Everything that depends on the key-tile width kBN (keys per pipeline step): 128 (every mask, causal)
-// or 176 (unmasked and not causal: 034's cross attention). A wider step spreads the per-step costs (row
-// max and sum shuffles, the O rescale, the pipeline and turn barriers) over 1.375x the keys; FA3 picks
-// 176 for head_dim 128 without a mask. The score tile is then 64 x 176 fp32 per warpgroup: 88
-// accumulator registers, P 44, O 64.
+// or 144, 160, 176 (unmasked and not causal: 034's cross attention; attn_rules::block_n picks the width
+// that pads the key length with the fewest keys and steps). A wider step spreads the per-step costs (row
+// max and sum shuffles, the O rescale, the pipeline and turn barriers) over more keys; FA3 picks 176 for
+// head_dim 128 without a mask. At 176 the score tile is 64 x 176 fp32 per warpgroup: 88 accumulator
+// registers, P 44, O 64. kBN must be a multiple of 16 (the P V k-blocks).
+template <int kBN>
+struct QkAtom;
+template <>
+struct QkAtom<128> { using type = SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>; };
+template <>
+struct QkAtom<144> { using type = SM90::GMMA::MMA_64x144x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>; };
+template <>
+struct QkAtom<160> { using type = SM90::GMMA::MMA_64x160x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>; };
+template <>
+struct QkAtom<176> { using type = SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>; };
+
 template <int kBN>
 struct KeyTile {
-  static_assert(kBN == 128 || kBN == 176, "key tiles of 128 or 176 keys");
+  static_assert(kBN == 128 || kBN == 144 || kBN == 160 || kBN == 176, "key tiles of 128, 144, 160 or 176 keys");
   using TileK = Shape<Int<kBN>, Int<C::kHeadDim>>;  // (keys, d)
   using TileV = Shape<Int<C::kHeadDim>, Int<kBN>>;  // (d, keys): V as the B operand (N = d, K = keys)
   using SmemLayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
@@ -117,8 +129,7 @@ struct KeyTile {
                                              make_shape(Int<C::kHeadDim>{}, Int<kBN>{}, Int<C::kStages>{}),
                                              Step<_2, _1, _3>{}));
   // S = Q K^T: two warpgroups stacked along M (each 64 rows), N = kBN keys, K = head_dim.
-  using AtomQK = std::conditional_t<kBN == 128, SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>,
-                                    SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>>;
+  using AtomQK = typename QkAtom<kBN>::type;
   using TiledMmaQK = decltype(make_tiled_mma(AtomQK{}, Layout<Shape<_2, _1, _1>>{}));
   // O += P V: A = P from registers (must be K-major), B = V (MN-major), N = head_dim, K = kBN keys
   // (kBN / 16 k-blocks of the 64x128x16 atom).
@@ -178,6 +189,8 @@ constexpr int kSmemBytes = int(sizeof(SharedStorage<kBN, kMaskSmem>));
 constexpr int kMaxSmemBytes = 227 * 1024;  // opt-in dynamic shared memory per block on H100/H200
 static_assert(kSmemBytes<128, false> <= kMaxSmemBytes, "shared memory budget exceeded");
 static_assert(kSmemBytes<176, false> <= kMaxSmemBytes, "shared memory budget exceeded (176-key tiles)");
+static_assert(kSmemBytes<160, false> <= kSmemBytes<176, false> && kSmemBytes<144, false> <= kSmemBytes<160, false>,
+              "narrower key tiles need less shared memory");
 static_assert(kSmemBytes<128, true> <= kMaxSmemBytes, "shared memory budget exceeded (mask ring)");
 static_assert(sizeof(SharedStorage<128, true>::mask[0]) == kMaskStageBytes && kMaskStageBytes % 256 == 0,
               "mask stage size / alignment");
@@ -537,8 +550,8 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
 // kPersistent: a 1-D grid of at most one CTA per SM, each running work units blockIdx.x + i * gridDim.x
 // (VLATTN_ATTN_PERSISTENT); false: one CTA per unit, the loops below run once and have no back edge
 // (straight-line code, as before the persistent variant existed).
-// kBN: keys per pipeline step (KeyTile): 176 only for launches without a mask and without the causal
-// flag (the launcher's rule), so the mask tile machinery (summary, staging) exists only at 128.
+// kBN: keys per pipeline step (KeyTile): 144, 160 or 176 only for launches without a mask and without the
+// causal flag (the launcher's rule), so the mask tile machinery (summary, staging) exists only at 128.
 // kLean: ZERO tiles inside the keys and below the causal diagonal skip the per-key checks (same bits).
 // Launches with a mask only (ZERO tiles need one); without a mask the kernels are built as before this
 // path existed (034's 128-key kernels keep their code). The per-unit staged-mask kernel has both builds:
@@ -1305,17 +1318,26 @@ inline AttentionStatus launch(const AttentionParams& p) {
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
                     : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
                                    : dim3(p.heads_q, m_blocks, p.batch);
-  // Keys per pipeline step (VLATTN_ATTN_BN, a dev switch; attn_rules::block_n): 0 (default) the rule, 128 or
-  // 176 that width wherever it is allowed (no mask, not causal). The plain diagnosis loop is 128 only.
+  // Keys per pipeline step (VLATTN_ATTN_BN, a dev switch; attn_rules::block_n): 0 (default) the rule, 1 the
+  // rule of 128 and 176 only, 128 / 144 / 160 / 176 that width wherever it is allowed (no mask, not causal).
+  // The plain diagnosis loop is 128 only.
   const int bn_mode = static_cast<int>(dev_switch(DevSwitch::kAttnBn));
   const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
   if (simple_loop)
     return stage_mask ? launch_kernel<128, false, true, false, true>(kp, grid, p)
                       : launch_kernel<128, false, false>(kp, grid, p);
-  if (block_n == C::kBlockNWide) {
-    if (stage_mask) return AttentionStatus::kInvalidArgument;  // unreachable: the rule allows 176 without a mask only
-    return use_persistent ? launch_kernel<C::kBlockNWide, true, false, true>(kp, grid, p)
-                          : launch_kernel<C::kBlockNWide, true, false>(kp, grid, p);
+  if (block_n != C::kBlockN) {
+    // unreachable with a mask: the rule allows the other widths without a mask only
+    if (stage_mask || p.mask != nullptr || p.causal) return AttentionStatus::kInvalidArgument;
+    switch (block_n) {
+      case 144: return use_persistent ? launch_kernel<144, true, false, true>(kp, grid, p)
+                                      : launch_kernel<144, true, false>(kp, grid, p);
+      case 160: return use_persistent ? launch_kernel<160, true, false, true>(kp, grid, p)
+                                      : launch_kernel<160, true, false>(kp, grid, p);
+      case C::kBlockNWide: return use_persistent ? launch_kernel<C::kBlockNWide, true, false, true>(kp, grid, p)
+                                                 : launch_kernel<C::kBlockNWide, true, false>(kp, grid, p);
+      default: return AttentionStatus::kInvalidArgument;
+    }
   }
   if (use_persistent)
     return stage_mask ? launch_kernel<128, true, true, true, true>(kp, grid, p)

@@ -200,23 +200,40 @@ bool attention_pack_rule(std::string& err) {
   return true;
 }
 
-// Key-tile width: 176 only without a mask and without the causal flag, and then where the H200 measured
-// it faster (padded keys at most 1.2x those of 128-key tiles, Lk < 4096); VLATTN_ATTN_BN's forced
-// widths never override the mask / causal restriction.
+// Key-tile width: 144 / 160 / 176 only without a mask and without the causal flag; below 4096 keys the
+// width of least 88 x steps + padded keys (mode 0), or the older 128-or-176 rule (mode 1: 176 where it pads
+// to at most 1.2x the keys of 128); VLATTN_ATTN_BN's forced widths never override the mask / causal
+// restriction.
 bool attention_block_n_rule(std::string& err) {
   using attn_rules::block_n;
-  auto wide = [](int sk) { return block_n(attn(4, 32, 8, 512, sk, false), 0) == 176; };
+  auto width = [](int sk, int mode) { return block_n(attn(4, 32, 8, 512, sk, false), mode); };
+  // mode 0: 034's key lengths and the edges
+  EXPECT(width(392, 0) == 144 && width(588, 0) == 160 && width(784, 0) == 160);
+  EXPECT(width(980, 0) == 176 && width(1568, 0) == 176 && width(176, 0) == 176 && width(352, 0) == 176);
+  EXPECT(width(196, 0) == 128 && width(353, 0) == 128 && width(128, 0) == 128 && width(100, 0) == 128);
+  EXPECT(width(129, 0) == 144 && width(160, 0) == 160);  // one tile of the narrowest width that holds it
+  EXPECT(width(6272, 0) == 128 && width(12544, 0) == 128 && width(4096, 0) == 128);  // long key sequences
+  // mode 1: the rule of 128 and 176 only
+  auto wide = [&](int sk) { return width(sk, 1) == 176; };
   EXPECT(wide(392) && wide(588) && wide(784) && wide(980) && wide(1568) && wide(176) && wide(352));
   EXPECT(!wide(128) && !wide(196) && !wide(353) && !wide(100));  // one tile; 1.375x the padded keys
   EXPECT(!wide(6272) && !wide(12544) && !wide(4096));                // long key sequences
   EXPECT(wide(129) && wide(4095 - 4095 % 176));
-  EXPECT(block_n(attn(2, 32, 8, 128, 128, false), 176) == 176);  // forced
+  EXPECT(width(392, 1) == 176 && width(129, 1) == 176 && width(196, 1) == 128);
+  // forced widths
+  EXPECT(block_n(attn(2, 32, 8, 128, 128, false), 176) == 176);
   EXPECT(block_n(attn(1, 32, 8, 8192, 12544, false), 176) == 176);
   EXPECT(block_n(attn(4, 32, 8, 512, 784, false), 128) == 128);
+  EXPECT(block_n(attn(4, 32, 8, 512, 784, false), 144) == 144);
+  EXPECT(block_n(attn(4, 32, 8, 512, 392, false), 160) == 160);
   EXPECT(block_n(attn(1, 28, 4, 2048, 2048, true), 0) == 128);    // mask
   EXPECT(block_n(attn(1, 28, 4, 2048, 2048, true), 176) == 128);
+  EXPECT(block_n(attn(1, 28, 4, 2048, 2048, true), 144) == 128);
+  EXPECT(block_n(attn(1, 28, 4, 2048, 2048, true), 1) == 128);
   EXPECT(block_n(attn(1, 28, 4, 2048, 2048, false, true), 176) == 128);  // causal
-  EXPECT(block_n(attn(4, 32, 8, 512, 784, false), 64) == 176);   // not a width: the rule
+  EXPECT(block_n(attn(1, 28, 4, 2048, 2048, false, true), 160) == 128);
+  EXPECT(block_n(attn(4, 32, 8, 512, 784, false), 64) == 160);   // not a width: the rule
+  EXPECT(block_n(attn(4, 32, 8, 512, 784, false), 152) == 160);  // not a multiple of 16: the rule
   return true;
 }
 
