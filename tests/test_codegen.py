@@ -200,15 +200,16 @@ def test_attention_kernels_wgmma_not_serialized(attention_report):
 # Code size is a speed property here: under ncu the staged-mask kernel (11328 instructions) spent 31% of
 # its stall samples at 007 B1 S1024 on "no instruction" against 16% for the no-mask kernel (5760)
 # (bench/NOTES.md twentieth session). Lower a budget when a kernel shrinks; raise one only with a
-# measurement that says the larger kernel is still as fast.
+# measurement that says the larger kernel is still as fast. (2026-12-02: the persistent kernels' budgets
+# lowered 8-19% to their sizes since the early Q release stores O from registers; 144 / 160 added.)
 ATTENTION_SASS_BUDGET = {
     (128, 1, 0, 0, 0): 4230,
     (128, 1, 0, 0, 1): 5440,
     (128, 1, 1, 0, 0): 5960,
     (128, 1, 1, 0, 1): 6390,
-    (128, 1, 0, 1, 0): 4390,
-    (128, 1, 0, 1, 1): 5450,
-    (128, 1, 1, 1, 1): 6720,
+    (128, 1, 0, 1, 0): 3640,
+    (128, 1, 0, 1, 1): 4690,
+    (128, 1, 1, 1, 1): 6180,
     (128, 0, 0, 0, 0): 4690,
     (128, 0, 1, 0, 1): 6160,
     (144, 1, 0, 0, 0): 3670,
@@ -216,7 +217,7 @@ ATTENTION_SASS_BUDGET = {
     (160, 1, 0, 0, 0): 3780,
     (160, 1, 0, 1, 0): 3160,
     (176, 1, 0, 0, 0): 3910,
-    (176, 1, 0, 1, 0): 4030,
+    (176, 1, 0, 1, 0): 3280,
 }
 
 
