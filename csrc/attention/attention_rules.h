@@ -125,8 +125,9 @@ inline bool lean_staged_pays(const AttentionParams& p) {
 // fixed cost worth 77 (Lk 392) to 100 (Lk 588) keys. So below 4096 keys the rule takes the width of
 // least kStepKeys x steps + padded keys among 128, 144, 160 and 176 (ties to the wider): Lk 392 -> 144
 // (3 steps of 432 keys against 176's 528), 588 and 784 -> 160, 980 and 1568 -> 176, 196 -> 128.
-// The 144 / 160 choice is the model's prediction (twenty-seventh session), to be confirmed by the same
-// in-process A/B (mode 0 against 1).
+// Measured against mode 1 in one process (2026-12-02, bench/NOTES.md twenty-seventh session call 2):
+// attention alone Lk 392 -7 to -10%, 588 and 784 -5 to -6%; the 034 layers -0.8 to -1.7% (graph replay),
+// B4 Lq512 +0.2% (rounds split).
 constexpr int kWideMaxKeys = 4096;
 constexpr int kStepKeys = 88;
 constexpr int kKeyTileWidths[] = {128, 144, 160, 176};
@@ -141,7 +142,7 @@ inline bool is_key_tile_width(int n) {
 
 inline int block_n(const AttentionParams& p, int mode) {
   if (!wide_allowed(p)) return kBlockN;
-  if (mode != 0 && mode != 1 && is_key_tile_width(mode)) return mode;
+  if (is_key_tile_width(mode)) return mode;
   if (p.seqlen_k <= kBlockN || p.seqlen_k >= kWideMaxKeys) return kBlockN;
   if (mode == 1) {  // 128 or 176 only: 176 when it pads to at most 1.2x the keys of 128
     const long long padded_wide = (long long)ceil_div(p.seqlen_k, kBlockNWide) * kBlockNWide;
