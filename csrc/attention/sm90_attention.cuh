@@ -1176,6 +1176,12 @@ inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const At
              : AttentionStatus::kLaunchFailed;
 }
 
+// The unmasked, non-causal pipelined kernel of key-tile width kBN, per unit or on the persistent grid.
+template <int kBN>
+inline AttentionStatus launch_plain(const KernelArgs& args, dim3 grid, const AttentionParams& p, bool persistent) {
+  return persistent ? launch_kernel<kBN, true, false, true>(args, grid, p) : launch_kernel<kBN, true, false>(args, grid, p);
+}
+
 // q [B, Hq, Sq, 128] viewed as (d, s, g, Hkv, B) with query head hkv * G + g: one box of (64, P, G, 1, 1)
 // is half of a packed Q tile (rows g * P + p, 128-byte rows, 128B swizzle like SmemLayoutQ).
 inline bool make_tma_q_packed(CUtensorMap* map, const AttentionParams& p, int pack_rows) {
@@ -1330,12 +1336,9 @@ inline AttentionStatus launch(const AttentionParams& p) {
     // unreachable with a mask: the rule allows the other widths without a mask only
     if (stage_mask || p.mask != nullptr || p.causal) return AttentionStatus::kInvalidArgument;
     switch (block_n) {
-      case 144: return use_persistent ? launch_kernel<144, true, false, true>(kp, grid, p)
-                                      : launch_kernel<144, true, false>(kp, grid, p);
-      case 160: return use_persistent ? launch_kernel<160, true, false, true>(kp, grid, p)
-                                      : launch_kernel<160, true, false>(kp, grid, p);
-      case C::kBlockNWide: return use_persistent ? launch_kernel<C::kBlockNWide, true, false, true>(kp, grid, p)
-                                                 : launch_kernel<C::kBlockNWide, true, false>(kp, grid, p);
+      case 144: return launch_plain<144>(kp, grid, p, use_persistent);
+      case 160: return launch_plain<160>(kp, grid, p, use_persistent);
+      case C::kBlockNWide: return launch_plain<C::kBlockNWide>(kp, grid, p, use_persistent);
       default: return AttentionStatus::kInvalidArgument;
     }
   }
