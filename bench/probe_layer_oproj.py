@@ -6,7 +6,7 @@ processes, so comparing configs across runs says little. This probe calls the C+
 (config order rotated every round), cold L2 (vlattn.bench.CudaTimer), and prints the median per
 config and the O-projection GEMM alone with the same configs.
 
-    python bench/probe_layer_oproj.py [--rounds 5] [--iters 4] [--max-m 2048]
+    python bench/probe_layer_oproj.py [--rounds 5] [--iters 4] [--min-m 0] [--max-m 2048]
         [--configs t64x128x64_c1x1_pingpong,t128x128x64_c1x1_coop_streamk/splitk2,...]
 """
 import argparse
@@ -27,6 +27,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=4)
+    ap.add_argument("--min-m", type=int, default=0, help="skip workloads with fewer O-projection rows")
     ap.add_argument("--max-m", type=int, default=2048, help="skip workloads with more O-projection rows")
     ap.add_argument("--configs", default=DEFAULT_CONFIGS)
     args = ap.parse_args()
@@ -35,6 +36,8 @@ def main():
     timer = CudaTimer(dev)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     short = [c.replace("t128x128x64_c1x1_coop_streamk/", "").replace("_c1x1", "") for c in configs]
+    print("columns: " + ", ".join(configs))
+    short = [s[-12:] for s in short]
     print(f"{'workload':28s} {'M':>5s} | layer: " + " ".join(f"{s:>12.12s}" for s in short) +
           " | O GEMM: " + " ".join(f"{s:>12.12s}" for s in short) + " | dispatch")
     C = _ext.require("probe")
@@ -53,7 +56,7 @@ def main():
 
             def layer(cfg, vals=vals):
                 return C.cross_layer(*vals[:11], 10000.0, [42, 42, 44], cfg, None)
-        if m > args.max_m:
+        if not args.min_m <= m <= args.max_m:
             continue
         o_in = torch.randn(m, o_w.shape[1], dtype=torch.bfloat16, device=dev)
         ref = layer(configs[0])

@@ -12,13 +12,16 @@ enum class TileSched { kPersistent, kStreamK };
 inline constexpr int kSm90MaxSmemBytes = 227 * 1024;
 
 template <int TileM_, int TileN_, int TileK_, int ClusterM_, int ClusterN_, Schedule kSchedule_,
-          TileSched kTileSched_, int kStages_>
+          TileSched kTileSched_, int kStages_, int kEpiN_ = 0>
 struct Sm90GemmConfig {
   static constexpr int kTileM = TileM_, kTileN = TileN_, kTileK = TileK_;
   static constexpr int kClusterM = ClusterM_, kClusterN = ClusterN_;
   static constexpr Schedule kSchedule = kSchedule_;
   static constexpr TileSched kTileSched = kTileSched_;
   static constexpr int kStages = kStages_;
+  // Columns of the epilogue's subtile (the rows are the schedule's: 128 cooperative, 64 ping-pong);
+  // 0 = CUTLASS's choice (32 for bf16 output). Each subtile is one smem write, barrier and TMA store.
+  static constexpr int kEpiN = kEpiN_;
 
   // A warpgroup's wgmma covers 64 rows; the cooperative kernel splits the tile's M over two.
   static_assert(kTileM % (kSchedule == Schedule::kCooperative ? 128 : 64) == 0,
@@ -35,6 +38,8 @@ struct Sm90GemmConfig {
   static_assert(kStages == 0 || (kStages >= 2 && kStages * kSmemBytesPerStage <= kSm90MaxSmemBytes),
                 "explicit stages must be >= 2 and fit in 227 KB of shared memory");
   static_assert(2 * kSmemBytesPerStage <= kSm90MaxSmemBytes, "two stages of this tile do not fit in smem");
+  static_assert(kEpiN == 0 || (kEpiN % 16 == 0 && kTileN % kEpiN == 0),
+                "the epilogue subtile's columns must be a multiple of 16 that divides tile N");
 };
 
 }  // namespace vlattn

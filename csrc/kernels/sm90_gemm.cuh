@@ -92,9 +92,13 @@ struct Sm90Gemm {
                                                               ElementCompute, kAlignment,
                                                               cutlass::FloatRoundStyle::round_to_nearest>;
 
+  // CUTLASS's subtile (128 x 32 cooperative, 64 x 32 ping-pong for bf16) or Cfg::kEpiN columns.
+  using EpilogueTile = cute::conditional_t<
+      Cfg::kEpiN == 0, cutlass::epilogue::collective::EpilogueTileAuto,
+      cute::Shape<cute::Int<kCoop ? 128 : 64>, cute::Int<(Cfg::kEpiN > 0 ? Cfg::kEpiN : 32)>>>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAccumulator, ElementCompute,
+      EpilogueTile, ElementAccumulator, ElementCompute,
       void, LayoutD, kAlignment, Element, LayoutD, kAlignment, EpilogueSchedule, Fusion>::CollectiveOp;
 
   using StageCount = cute::conditional_t<

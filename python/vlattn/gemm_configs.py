@@ -46,9 +46,14 @@ class GemmConfig:
     # Relative mainloop throughput of a full tile (the wave model's divisor; 128x256 cooperative in
     # 2-CTA clusters = 1).
     efficiency: float = 0.9
+    # Columns of the epilogue's subtile (rows: 128 cooperative, 64 ping-pong); 0 = CUTLASS's choice (32).
+    # Each subtile costs one smem write, barrier and TMA store between two mainloops.
+    epi_n: int = 0
 
     def __post_init__(self) -> None:
         tm, tn, tk = self.tile
+        if self.epi_n and (self.epi_n % 16 or tn % self.epi_n):
+            raise ValueError(f"{self.name}: epilogue subtile of {self.epi_n} columns does not divide tile N {tn}")
         if self.schedule not in SCHEDULES or self.scheduler not in SCHEDULERS:
             raise ValueError(f"{self.name}: unknown schedule/scheduler")
         # wgmma: a warpgroup owns 64 rows; cooperative splits M over two warpgroups.
@@ -76,6 +81,14 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # table only (efficiency below the 1x1 twin's).
     GemmConfig("t128x256x64_c2x1_coop", (128, 256, 64), (2, 1), "cooperative", "persistent", efficiency=1.0),
     GemmConfig("t128x128x64_c2x1_coop", (128, 128, 64), (2, 1), "cooperative", "persistent", efficiency=0.93),
+    # The rule's large tile with 128 x 64 epilogue subtiles instead of CUTLASS's 128 x 32: four smem
+    # write / barrier / TMA-store rounds per tile instead of eight, still four 48 KB mainloop stages
+    # (32 KB of D staging). Tuned table only until measured (efficiency below its twin's).
+    GemmConfig("t128x256x64_c2x1_coop_e64", (128, 256, 64), (2, 1), "cooperative", "persistent",
+               efficiency=0.99, epi_n=64),
+    # The same for the default 128 x 128 tile: two rounds instead of four, six 32 KB stages either way.
+    GemmConfig("t128x128x64_c1x1_coop_e64", (128, 128, 64), (1, 1), "cooperative", "persistent",
+               efficiency=0.94, epi_n=64),
     # Small M: 64x64 ping-pong tiles put twice as many CTAs on the weights as 64x128 where both fit in
     # one wave (128x3584: 112 instead of 56), with ~13 stages of 16 KB in flight. H200, tenth session
     # (python -m vlattn.tune, 15 iters, same run): 128x3584x3584+b 19.0 -> 16.0 us, N = 512 at 128..1024
