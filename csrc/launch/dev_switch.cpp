@@ -24,7 +24,7 @@ constexpr Entry kTable[] = {
     {"VLATTN_QKV_SIDE_FIRST", 1, true},
     {"VLATTN_QKV_PAIR_WAVES", 1, true},
     {"VLATTN_QKV_SIDE_STREAM_FIXED", 0, true},
-    {"VLATTN_QKV_ROPE_MERGE", 1, false},
+    {"VLATTN_QKV_ROPE_MERGE", 1, true},
     {"VLATTN_QKV_ROPE_TABLE", 1, false},
     {"VLATTN_QKV_GEMM_EPI", 1, false},
     {"VLATTN_QKV_PLAN", 1, true},

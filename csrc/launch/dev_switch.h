@@ -18,7 +18,7 @@ enum class DevSwitch : int {
   kQkvSideFirst,       // VLATTN_QKV_SIDE_FIRST: that GEMM launched first
   kQkvPairWaves,       // VLATTN_QKV_PAIR_WAVES: equal groups side by side picked as a pair
   kQkvSideStreamFixed, // VLATTN_QKV_SIDE_STREAM_FIXED: one kept side stream per thread and device
-  kQkvRopeMerge,       // VLATTN_QKV_ROPE_MERGE: one RoPE pass for both of 034's launches: 0 never, 1 all-GEMMs plan, 2 grouped too
+  kQkvRopeMerge,       // VLATTN_QKV_ROPE_MERGE: one RoPE pass for both of 034's launches on the all-GEMMs plan
   kQkvRopeTable,       // VLATTN_QKV_ROPE_TABLE: 0 never, 1 rule, 2 always a cos/sin table first
   kQkvGemmEpi,         // VLATTN_QKV_GEMM_EPI: 0 off, 1 rule, 2 / 3 / 4 a forced epilogue tile
   kQkvPlan,            // VLATTN_QKV_PLAN: the op-level plans

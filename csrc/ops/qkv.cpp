@@ -338,11 +338,8 @@ QkvParams groups_except(const QkvParams& p, const bool* skip, int* index) {
 // launches' GEMMs first and then one RoPE pass for both: the text's pass no longer sits between the Q
 // and the K GEMM, and one launch is saved. H200, 2026-12-01 (bench/NOTES.md thirteenth session call 3,
 // graph replay): 034 B2 Lq128 92.7 -> 86.6 us, B2 Lq256 116.8 -> 112.2, B1 Lq512 121.6 -> 117.2, the
-// rest within 1%. VLATTN_QKV_ROPE_MERGE (a dev switch): 0 = a pass after each launch's GEMMs, as before;
-// 1 (default) = merged on this plan; 2 = merged on the grouped plan too (launch_grouped).
-bool rope_merge_enabled() {
-  return dev_switch(DevSwitch::kQkvRopeMerge) >= 1;
-}
+// rest within 1%. VLATTN_QKV_ROPE_MERGE=0 (a dev switch) gives each launch a pass after its GEMMs.
+bool rope_merge_enabled() { return dev_switch_on(DevSwitch::kQkvRopeMerge); }
 
 // The RoPE passes of n <= 2 launches in one kernel (the outputs are allocated first).
 void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& outs) {
@@ -637,15 +634,9 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   VLATTN_HOST_MARK("qkv.grouped.alloc");
   cudaError_t err = grouped_gemm_sm90(gp, tile, base + y_bytes, bytes);
   TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM failed: ", cudaGetErrorString(err));
-  // One pass per launch by default: merged into one kernel they measured 0.5-0.9% slower on the grouped
-  // shapes (H200, 2026-12-01, bench/NOTES.md thirteenth session call 3), unlike the all-GEMMs plan's.
-  // VLATTN_QKV_ROPE_MERGE=2 merges them here too (no token-major v then: n == 2 has none), for an A/B.
-  if (n == 2 && ps[0]->m > 0 && ps[1]->m > 0 && direct_group[0] < 0 && direct_group[1] < 0 &&
-      dev_switch(DevSwitch::kQkvRopeMerge) >= 2) {
-    PendingRope pend[2] = {{ps[0], y[0], at::Tensor()}, {ps[1], y[1], at::Tensor()}};  // y lives in `block`
-    launch_rope_passes(op, pend, 2, outs);
-    return;
-  }
+  // One pass per launch: merged into one kernel they measured 0.5-0.9% slower on the grouped shapes
+  // (H200, bench/NOTES.md thirteenth session call 3) and again 1.7-2.9% slower in every round
+  // (twenty-eighth session call 1), unlike the all-GEMMs plan's.
   for (int i = 0; i < n; ++i) {
     if (ps[i]->m == 0) continue;
     PendingRope pend{ps[i], y[i], at::Tensor()};  // y lives in `block`
