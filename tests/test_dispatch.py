@@ -13,7 +13,7 @@ from vlattn.gemm_configs import (BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, SPLITS, 
 
 H200_SMS = 132
 STREAMK = "t128x128x64_c1x1_coop_streamk"
-LARGE = "t128x256x64_c2x1_coop"
+LARGE = "t128x256x64_c2x1_coop_e64"
 PINGPONG = "t64x128x64_c1x1_pingpong"
 SMALL = "t64x64x64_c1x1_pingpong"
 ALL = frozenset(BY_NAME)

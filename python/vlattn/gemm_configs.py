@@ -20,7 +20,8 @@ Why these configs (H200, bf16, K = 3584 or 4096, N = 512..4608):
   1024 rows, 128x3584): twice the CTAs streaming weights.
 - 128x256x64 and 128x128x64 cooperative in 2-CTA clusters along M: the weight tile is multicast to
   both CTAs of a pair. 128x256 in pairs is the rule's large tile since the ninth session (the list's
-  comments have the numbers); 128x128 in pairs only through the tuned table.
+  comments have the numbers), with 128 x 64 epilogue subtiles (`_e64`, epi_n) since the twenty-eighth;
+  128x128 in pairs only through the tuned table.
 
 Dispatch (vlattn.dispatch and, for the QKV projections' "gemm" config, csrc/ops/linear.cpp) picks by
 a wave model whose per-config efficiencies live here: setup.py writes them into the C++ registry, so
@@ -76,19 +77,20 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # Clusters of 2 CTAs along M: the weight (B) tile is multicast to both, halving its L2 -> SM traffic.
     # H200, ninth session (python -m vlattn.tune, 10 iters): 128x256 in pairs is 7% faster than alone
     # summed over the 12 shapes with M >= 8192, N >= 3584 (6153 vs 6633 us; cuBLAS 6229), within 1-2% at
-    # N <= 1024 either way; so it is the rule's 128x256 tile (efficiency 1, the 1x1 one 0.98). 128x128 in
-    # pairs wins 4096x3584 (149 vs 158 us) but loses badly at N = 1024 (6272 rows: 102 vs 72): tuned
-    # table only (efficiency below the 1x1 twin's).
-    GemmConfig("t128x256x64_c2x1_coop", (128, 256, 64), (2, 1), "cooperative", "persistent", efficiency=1.0),
+    # N <= 1024 either way; so it was the rule's 128x256 tile (the 1x1 one 0.98) until its e64 twin
+    # below took over. 128x128 in pairs wins 4096x3584 (149 vs 158 us) but loses badly at N = 1024 (6272
+    # rows: 102 vs 72): tuned table only (efficiency below the 1x1 twin's).
+    GemmConfig("t128x256x64_c2x1_coop", (128, 256, 64), (2, 1), "cooperative", "persistent", efficiency=0.99),
     GemmConfig("t128x128x64_c2x1_coop", (128, 128, 64), (2, 1), "cooperative", "persistent", efficiency=0.93),
-    # The rule's large tile with 128 x 64 epilogue subtiles instead of CUTLASS's 128 x 32: four smem
-    # write / barrier / TMA-store rounds per tile instead of eight, still four 48 KB mainloop stages
-    # (32 KB of D staging). Tuned table only until measured (efficiency below its twin's).
+    # The rule's large tile since the twenty-eighth session: the 128x256 pair with 128 x 64 epilogue
+    # subtiles instead of CUTLASS's 128 x 32 (four smem write / barrier / TMA-store rounds per tile
+    # between two mainloops instead of eight; still four 48 KB stages, 226 KB in all). H200 (python -m
+    # vlattn.tune, same process): -3.3% summed over the 16 shapes with M >= 8192 and N >= 3584 (7227 ->
+    # 6989 us; cuBLAS 7557), -0.1% at N <= 1024; the O projection forced inside the layers
+    # (bench/probe_layer_oproj.py, 6 rounds) -1.0% summed over 12 workloads. The same change on the
+    # 128x128 1x1 tile (two rounds instead of four) measured -0.5% / +0.6%: not built.
     GemmConfig("t128x256x64_c2x1_coop_e64", (128, 256, 64), (2, 1), "cooperative", "persistent",
-               efficiency=0.99, epi_n=64),
-    # The same for the default 128 x 128 tile: two rounds instead of four, six 32 KB stages either way.
-    GemmConfig("t128x128x64_c1x1_coop_e64", (128, 128, 64), (1, 1), "cooperative", "persistent",
-               efficiency=0.94, epi_n=64),
+               efficiency=1.0, epi_n=64),
     # Small M: 64x64 ping-pong tiles put twice as many CTAs on the weights as 64x128 where both fit in
     # one wave (128x3584: 112 instead of 56), with ~13 stages of 16 KB in flight. H200, tenth session
     # (python -m vlattn.tune, 15 iters, same run): 128x3584x3584+b 19.0 -> 16.0 us, N = 512 at 128..1024
