@@ -352,15 +352,6 @@ def test_cross_rope_passes_merged_are_bitwise_neutral(tmp_path, rng_seed):
 
 
 @requires_sm90
-def test_grouped_epilogue_subtiles_are_bitwise_neutral(tmp_path, rng_seed):
-    """The grouped GEMM's 128 x 192 tile with 128 x 64 epilogue subtiles (VLATTN_QKV_GROUPED_EPI64=1) or
-    CUTLASS's 128 x 32 (default): the same sums and roundings in other store rounds, so the same bits
-    (034 B8 Lq256 runs the grouped plan on 128-row tiles)."""
-    assert_switch_bitwise_neutral(_ROPE_MERGE_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GROUPED_EPI64", 9,
-                                  "grouped epilogue subtiles 128 x 64 vs 128 x 32", values=("1",))
-
-
-@requires_sm90
 def test_cross_rope_table_is_bitwise_neutral(tmp_path, rng_seed):
     """The RoPE pass with its position-mode cos/sin precomputed into a table by a kernel of its own
     (default below 2048 rows; VLATTN_QKV_ROPE_TABLE=2 always) gives the bits of the pass computing

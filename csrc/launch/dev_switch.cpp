@@ -30,7 +30,6 @@ constexpr Entry kTable[] = {
     {"VLATTN_QKV_PLAN", 1, true},
     {"VLATTN_QKV_GROUPED_MIN_M", kQkvGroupedMinRows, false},
     {"VLATTN_QKV_V_TOKEN_MAJOR", 1, true},
-    {"VLATTN_QKV_GROUPED_EPI64", 0, true},
     {"VLATTN_ATTN_SIMPLE", 0, true},
     {"VLATTN_ATTN_MASK_SMEM", 1, false},
     {"VLATTN_ATTN_LEAN_ZERO", 1, false},

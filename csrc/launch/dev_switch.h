@@ -24,7 +24,6 @@ enum class DevSwitch : int {
   kQkvPlan,            // VLATTN_QKV_PLAN: the op-level plans
   kQkvGroupedMinM,     // VLATTN_QKV_GROUPED_MIN_M: rows from which 007 takes the grouped plan
   kQkvVTokenMajor,     // VLATTN_QKV_V_TOKEN_MAJOR: the cross layer's v straight from its GEMM, token-major
-  kQkvGroupedEpi64,    // VLATTN_QKV_GROUPED_EPI64: the grouped GEMM's 128 x 192 tile with 128 x 64 epilogue subtiles
   kAttnSimple,         // VLATTN_ATTN_SIMPLE: the plain consumer loop (diagnosis)
   kAttnMaskSmem,       // VLATTN_ATTN_MASK_SMEM: stage aligned masks in shared memory
   kAttnLeanZero,       // VLATTN_ATTN_LEAN_ZERO: 0 off, 1 rule, 2 always

@@ -618,11 +618,7 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
   }
   if (cfg != QkvConfig::kGrouped128 && cfg != QkvConfig::kGrouped64)
     cfg = grouped_tile_for(rows_cols, gp.count, gp.sm_count);
-  // VLATTN_QKV_GROUPED_EPI64 (a dev switch, off): the 128-row tile with 128 x 64 epilogue subtiles, for
-  // an A/B (bench/NOTES.md twenty-eighth session).
-  const GroupedTile tile = cfg == QkvConfig::kGrouped64 ? GroupedTile::k64x192
-                           : dev_switch_on(DevSwitch::kQkvGroupedEpi64) ? GroupedTile::k128x192e64
-                                                                        : GroupedTile::k128x192;
+  const GroupedTile tile = cfg == QkvConfig::kGrouped64 ? GroupedTile::k64x192 : GroupedTile::k128x192;
   const size_t bytes = grouped_gemm_workspace_bytes(gp, tile);
   TORCH_CHECK(bytes > 0, op, ": the grouped GEMM cannot take these projections (", num(gp.count),
               " problems, K=", num(gp.prob[0].k), ")");

@@ -48,7 +48,6 @@ struct GroupedGemmParams {
 enum class GroupedTile : int32_t {
   k128x192 = 0,  // cooperative: two consumer warpgroups on one 128 x 192 tile
   k64x192 = 1,   // ping-pong: each consumer warpgroup its own 64 x 192 tile
-  k128x192e64 = 2,  // k128x192 with 128 x 64 epilogue subtiles instead of 128 x 32
 };
 
 // Workspace for one launch (the device argument block and CUTLASS's per-SM tensor maps), 0 when the
@@ -64,25 +63,14 @@ size_t grouped_gemm_workspace_128x192(const GroupedGemmParams& p);
 cudaError_t grouped_gemm_run_128x192(const GroupedGemmParams& p, void* workspace, size_t bytes);
 size_t grouped_gemm_workspace_64x192(const GroupedGemmParams& p);
 cudaError_t grouped_gemm_run_64x192(const GroupedGemmParams& p, void* workspace, size_t bytes);
-size_t grouped_gemm_workspace_128x192e64(const GroupedGemmParams& p);
-cudaError_t grouped_gemm_run_128x192e64(const GroupedGemmParams& p, void* workspace, size_t bytes);
 
 inline size_t grouped_gemm_workspace_bytes(const GroupedGemmParams& p, GroupedTile tile) {
-  switch (tile) {
-    case GroupedTile::k128x192: return grouped_gemm_workspace_128x192(p);
-    case GroupedTile::k64x192: return grouped_gemm_workspace_64x192(p);
-    case GroupedTile::k128x192e64: return grouped_gemm_workspace_128x192e64(p);
-  }
-  return 0;
+  return tile == GroupedTile::k128x192 ? grouped_gemm_workspace_128x192(p) : grouped_gemm_workspace_64x192(p);
 }
 
 inline cudaError_t grouped_gemm_sm90(const GroupedGemmParams& p, GroupedTile tile, void* workspace, size_t bytes) {
-  switch (tile) {
-    case GroupedTile::k128x192: return grouped_gemm_run_128x192(p, workspace, bytes);
-    case GroupedTile::k64x192: return grouped_gemm_run_64x192(p, workspace, bytes);
-    case GroupedTile::k128x192e64: return grouped_gemm_run_128x192e64(p, workspace, bytes);
-  }
-  return cudaErrorInvalidValue;
+  return tile == GroupedTile::k128x192 ? grouped_gemm_run_128x192(p, workspace, bytes)
+                                       : grouped_gemm_run_64x192(p, workspace, bytes);
 }
 
 }  // namespace vlattn

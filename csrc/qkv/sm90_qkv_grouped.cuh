@@ -34,10 +34,8 @@ namespace grouped {
 
 using namespace cute;
 
-// EpiN: the epilogue subtile's columns, 0 = CUTLASS's choice (32); rows are 128 cooperative, 64 ping-pong.
-template <int TileM, int TileN, bool Coop, int EpiN = 0>
+template <int TileM, int TileN, bool Coop>
 struct GroupedGemm {
-  static_assert(EpiN == 0 || (EpiN % 16 == 0 && TileN % EpiN == 0), "epilogue subtile columns must divide tile N");
   using Element = cutlass::bfloat16_t;
   using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (M, N, K) per problem
   using UnderlyingShape = typename ProblemShape::UnderlyingProblemShape;
@@ -58,11 +56,9 @@ struct GroupedGemm {
       cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, Element, float, cutlass::FloatRoundStyle::round_to_nearest>,
       cutlass::epilogue::fusion::Sm90AccFetch, Bias>;
 
-  using EpilogueTile = cute::conditional_t<EpiN == 0, cutlass::epilogue::collective::EpilogueTileAuto,
-                                           Shape<Int<Coop ? 128 : 64>, Int<(EpiN > 0 ? EpiN : 32)>>>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      EpilogueTile, float, float, void, cutlass::layout::RowMajor*, kAlignment,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor*, kAlignment,
       Element, cutlass::layout::RowMajor*, kAlignment, EpilogueSchedule, Fusion>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -172,8 +168,8 @@ __global__ void fill_args(typename G::DeviceArgs* dev, GroupedGemmParams p) {
   dev->stride_d[i] = sd;
 }
 
-template <int TileM, int TileN, bool Coop, int EpiN>
-cudaError_t GroupedGemm<TileM, TileN, Coop, EpiN>::run(const GroupedGemmParams& p, void* workspace, size_t bytes) {
+template <int TileM, int TileN, bool Coop>
+cudaError_t GroupedGemm<TileM, TileN, Coop>::run(const GroupedGemmParams& p, void* workspace, size_t bytes) {
   if (!supported(p)) return cudaErrorNotSupported;
   if (reinterpret_cast<uintptr_t>(workspace) % 256) return cudaErrorInvalidValue;
   auto* dev = static_cast<DeviceArgs*>(workspace);
