@@ -293,3 +293,14 @@ def test_committed_tuned_table_is_consistent():
         assert row[rule] >= meta["min_gain"] * row[name], f"{key}: {name} does not beat the rule's {rule} by min_gain"
     assert dispatch.tuned_table() == {tuple(int(v) for v in key.split(",")): name
                                       for key, name in table["entries"].items()}
+
+
+def test_tuner_rotates_the_config_order():
+    """Each config leads exactly once per len(configs) rounds, and every round times every config once."""
+    from vlattn.tune import round_orders
+    names = ["a", "b", "c"]
+    orders = round_orders(names, 4)
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert all(sorted(o) == names for o in orders)
+    assert round_orders([], 2) == [[], []]
+    assert round_orders(names, 1) == [names]

@@ -2,11 +2,12 @@
 on the workloads' projection shapes and write the tuned table
 that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
 
-    python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--problem 007|034|all] [--min-m M] [--max-m M]
-                          [--configs a,b,...]
+    python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--rounds 3] [--problem 007|034|all]
+                          [--min-m M] [--max-m M] [--configs a,b,...]
 
 Each config is checked against F.linear on the shape before it is timed (a config that fails is
-never chosen); timing is the bench's cold-L2 CUDA-event median. The JSON keeps every timing, so a
+never chosen); timing is the bench's cold-L2 CUDA-event median over --rounds rounds per shape, the
+configs' order rotated each round. The JSON keeps every timing, so a
 reader can see by how much the winner won. Commit the file with the GPU and date in its meta.
 """
 from __future__ import annotations
@@ -26,21 +27,40 @@ from .gemm_configs import expand_splits
 from .ops import linear
 
 
-def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int) -> dict:
+def round_orders(configs: list[str], rounds: int) -> list[list[str]]:
+    """The configs' timing order in each round: rotated by one per round, so that no config is always
+    timed first or last on a shape (a fixed order put a clock drift into one config's numbers:
+    bench/NOTES.md twenty-eighth session, where one pair's sum read -3.3% and then -1.3%)."""
+    n = len(configs)
+    return [configs[r % n:] + configs[:r % n] for r in range(rounds)] if n else [[] for _ in range(rounds)]
+
+
+def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int,
+            rounds: int = 1) -> dict:
+    """Per shape: every config checked against F.linear, then ``rounds`` rounds of ``iters / rounds``
+    cold calls each, the order rotated per round (round_orders); the median over all of a config's calls."""
     timer = bench.CudaTimer(device)
     timings = {}
+    per_round = max(1, iters // max(1, rounds))
     for s in shapes:
         x, w, b = bench._gemm_operands(s, device, seed)
         ref = F.linear(x, w, b)
         out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
         row = {}
+        samples: dict[str, list[float]] = {}
         for name in configs:
             out.fill_(float("nan"))
             linear(x, w, b, out=out, config=name)
             if not bench.compare_gemm(out, ref)["ok"]:
                 row[name] = None  # wrong on this shape: never chosen
                 continue
-            row[name] = bench.time_stats(timer(lambda: linear(x, w, b, out=out, config=name), iters, warmup))["us_median"]
+            samples[name] = []
+        for order in round_orders([n for n in configs if n in samples], rounds):
+            for name in order:
+                samples[name] += timer(lambda: linear(x, w, b, out=out, config=name), per_round, warmup)
+        for name, us in samples.items():
+            row[name] = bench.time_stats(us)["us_median"]
+        row = {name: row[name] for name in configs}  # the caller's order
         # cuBLAS in the same conditions, for the reader (never a candidate: callers get our kernels).
         cublas = bench.time_stats(timer(lambda: F.linear(x, w, b), iters, warmup))["us_median"]
         timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row, "cublas_us": cublas}
@@ -83,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="default: the package's data/gemm_tuned_h200.json")
     parser.add_argument("--problem", default="all", choices=("007", "034", "all"))
     parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls before each config's block")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds per shape, the config order rotated each round (--iters split over them)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-m", type=int, default=0, help="only shapes with at least this many rows")
     parser.add_argument("--max-m", type=int, default=1 << 30, help="only shapes with at most this many rows")
@@ -103,12 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"--configs: not compiled: {unknown}; compiled: {configs}")
         configs = wanted
-    timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed)
+    if args.rounds < 1:
+        parser.error(f"--rounds: expected at least 1, got {args.rounds}")
+    timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed, args.rounds)
     props = torch.cuda.get_device_properties(device)
     table = {
         "meta": {"gpu": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
                  "cuda": torch.version.cuda, "date": datetime.date.today().isoformat(),
-                 "commit": bench.commit_info().get("commit"), "iters": args.iters, "configs": configs,
+                 "commit": bench.commit_info().get("commit"), "iters": args.iters, "rounds": args.rounds,
+                 "configs": configs,
                  "tool": "python -m vlattn.tune", "min_gain": MIN_GAIN},
         "entries": best_entries(timings, props.multi_processor_count),
         "timings": timings,
