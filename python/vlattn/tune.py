@@ -46,21 +46,17 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
         x, w, b = bench._gemm_operands(s, device, seed)
         ref = F.linear(x, w, b)
         out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
-        row = {}
-        samples: dict[str, list[float]] = {}
+        samples: dict[str, list[float]] = {}  # the configs that are right on this shape
         for name in configs:
             out.fill_(float("nan"))
             linear(x, w, b, out=out, config=name)
-            if not bench.compare_gemm(out, ref)["ok"]:
-                row[name] = None  # wrong on this shape: never chosen
-                continue
-            samples[name] = []
-        for order in round_orders([n for n in configs if n in samples], rounds):
+            if bench.compare_gemm(out, ref)["ok"]:
+                samples[name] = []
+        for order in round_orders(list(samples), rounds):
             for name in order:
                 samples[name] += timer(lambda: linear(x, w, b, out=out, config=name), per_round, warmup)
-        for name, us in samples.items():
-            row[name] = bench.time_stats(us)["us_median"]
-        row = {name: row[name] for name in configs}  # the caller's order
+        # None: wrong on this shape, never chosen.
+        row = {n: bench.time_stats(samples[n])["us_median"] if n in samples else None for n in configs}
         # cuBLAS in the same conditions, for the reader (never a candidate: callers get our kernels).
         cublas = bench.time_stats(timer(lambda: F.linear(x, w, b), iters, warmup))["us_median"]
         timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row, "cublas_us": cublas}
