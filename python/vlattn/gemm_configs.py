@@ -99,6 +99,11 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # one, two waves do not). 2x1 and 2x2 clusters of it (weights / activations multicast) measured no
     # faster anywhere (128x512: 11.9 all three; 392x1024: 18.6 / 21.2 vs 16.5): not built.
     GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.5),
+    # Mid M (twenty-ninth session, measurement): 128x256 tiles under CUTLASS's stream-K scheduler, for
+    # VLATTN_GEMM_SK_DECOMP=streamk (the heuristic decomposition runs 613x3584's 70 tiles data-parallel:
+    # the twelfth session's "35 us floor" was that and the serialized deterministic fix-up).
+    GemmConfig("t128x256x64_c1x1_coop_streamk", (128, 256, 64), (1, 1), "cooperative", "streamk",
+               efficiency=0.98),
     # Tried in the tenth session and not built: the small-M tiles with 128-deep K steps (64x64x128,
     # 64x128x128 ping-pong; half the mainloop iterations) were no faster than their 64-deep twins
     # (bench/NOTES.md, tenth session, call 4).
