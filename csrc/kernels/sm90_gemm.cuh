@@ -151,7 +151,7 @@ struct Sm90Gemm {
       if (p.splits > 1) {  // plain split-K: every output tile's K range cut into p.splits equal parts
         args.scheduler.splits = p.splits;
         args.scheduler.decomposition_mode = Decomposition::SplitK;
-      } else if (knobs.sk_streamk) {
+      } else if (Cfg::kForceStreamK || knobs.sk_streamk) {
         args.scheduler.decomposition_mode = Decomposition::StreamK;
       }
     }

@@ -32,8 +32,9 @@ struct GemmParams {
 // along M when there are more tile columns than rows), VLATTN_GEMM_SWIZZLE = 1 | 2 | 4 | 8 (default 1).
 // Same tiles, same math per tile: only the order in which the SMs take them (L2 reuse) changes.
 // Stream-K configs only, same knob family (read once per process): VLATTN_GEMM_SK_DECOMP = streamk
-// forces CUTLASS's stream-K decomposition (default: its heuristic, which takes data-parallel tiles
-// whenever the last wave is at least half full, e.g. 613 x 3584 on 70 tiles of 128 x 256);
+// forces CUTLASS's stream-K decomposition on every stream-K config (default: each config's own, see
+// gemm_configs.py's `decomposition`; CUTLASS's heuristic takes data-parallel tiles whenever the last
+// wave is at least half full, e.g. 613 x 3584 on 70 tiles of 128 x 256);
 // VLATTN_GEMM_SK_REDUCTION = nondet lets the peers of a tile add their partials in any order
 // (default: in K order, same bits on every run). Measurement knobs for the tuner.
 struct GemmTileOrder {
