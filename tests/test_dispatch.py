@@ -148,23 +148,21 @@ def test_committed_tuned_table_names_known_configs():
 # The config list
 # --------------------------------------------------------------------------------------------
 
-_NAME = re.compile(r"t(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_(coop|pingpong)(_streamk|_sk)?(?:_e(\d+))?")
+_NAME = re.compile(r"t(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_(coop|pingpong)(_streamk)?(?:_e(\d+))?")
 
 
 @pytest.mark.parametrize("cfg", GEMM_CONFIGS, ids=lambda c: c.name)
 def test_config_name_describes_config(cfg):
     m = _NAME.fullmatch(cfg.name)
-    assert m, f"{cfg.name} does not follow t<M>x<N>x<K>_c<M>x<N>_<coop|pingpong>[_streamk|_sk][_e<N>]"
+    assert m, f"{cfg.name} does not follow t<M>x<N>x<K>_c<M>x<N>_<coop|pingpong>[_streamk][_e<N>]"
     assert tuple(int(v) for v in m.group(1, 2, 3)) == cfg.tile
     assert tuple(int(v) for v in m.group(4, 5)) == cfg.cluster
     assert {"coop": "cooperative", "pingpong": "pingpong"}[m.group(6)] == cfg.schedule
     assert ("streamk" if m.group(7) else "persistent") == cfg.scheduler
     assert int(m.group(8) or 0) == cfg.epi_n
-    # "_sk": the stream-K scheduler with the stream-K decomposition forced; "_streamk": its heuristic.
-    assert ("streamk" if m.group(7) == "_sk" else "heuristic") == cfg.decomposition
     # Legal by construction: rebuilding it runs the legality checks again.
     assert GemmConfig(cfg.name, cfg.tile, cfg.cluster, cfg.schedule, cfg.scheduler, cfg.stages, cfg.efficiency,
-                      cfg.epi_n, cfg.decomposition) == cfg
+                      cfg.epi_n) == cfg
     assert 0 < cfg.efficiency <= 1
 
 
@@ -187,12 +185,6 @@ def test_config_list_shape():
 def test_illegal_config_rejected(tile, schedule, scheduler):
     with pytest.raises(ValueError, match="bad"):
         GemmConfig("bad", tile, (1, 1), schedule, scheduler)
-
-
-@pytest.mark.parametrize("scheduler,decomposition", [("persistent", "streamk"), ("streamk", "splitk")])
-def test_illegal_decomposition_rejected(scheduler, decomposition):
-    with pytest.raises(ValueError, match="decomposition"):
-        GemmConfig("bad", (128, 256, 64), (1, 1), "cooperative", scheduler, decomposition=decomposition)
 
 
 @pytest.mark.parametrize("epi_n", [24, 48, 512])

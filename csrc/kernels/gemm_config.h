@@ -12,7 +12,7 @@ enum class TileSched { kPersistent, kStreamK };
 inline constexpr int kSm90MaxSmemBytes = 227 * 1024;
 
 template <int TileM_, int TileN_, int TileK_, int ClusterM_, int ClusterN_, Schedule kSchedule_,
-          TileSched kTileSched_, int kStages_, int kEpiN_ = 0, int kForceStreamK_ = 0>
+          TileSched kTileSched_, int kStages_, int kEpiN_ = 0>
 struct Sm90GemmConfig {
   static constexpr int kTileM = TileM_, kTileN = TileN_, kTileK = TileK_;
   static constexpr int kClusterM = ClusterM_, kClusterN = ClusterN_;
@@ -22,9 +22,6 @@ struct Sm90GemmConfig {
   // Columns of the epilogue's subtile (the rows are the schedule's: 128 cooperative, 64 ping-pong);
   // 0 = CUTLASS's choice (32 for bf16 output). Each subtile is one smem write, barrier and TMA store.
   static constexpr int kEpiN = kEpiN_;
-  // Stream-K scheduler only: 1 = always CUTLASS's stream-K decomposition, 0 = its heuristic (which runs
-  // data-parallel tiles when the last wave is at least half full). '/splitk<N>' overrides either.
-  static constexpr int kForceStreamK = kForceStreamK_;
 
   // A warpgroup's wgmma covers 64 rows; the cooperative kernel splits the tile's M over two.
   static_assert(kTileM % (kSchedule == Schedule::kCooperative ? 128 : 64) == 0,
@@ -41,8 +38,6 @@ struct Sm90GemmConfig {
   static_assert(kStages == 0 || (kStages >= 2 && kStages * kSmemBytesPerStage <= kSm90MaxSmemBytes),
                 "explicit stages must be >= 2 and fit in 227 KB of shared memory");
   static_assert(2 * kSmemBytesPerStage <= kSm90MaxSmemBytes, "two stages of this tile do not fit in smem");
-  static_assert(kForceStreamK == 0 || (kForceStreamK == 1 && kTileSched == TileSched::kStreamK),
-                "a forced stream-K decomposition needs the stream-K scheduler");
   static_assert(kEpiN == 0 || (kEpiN % 16 == 0 && kTileN % kEpiN == 0),
                 "the epilogue subtile's columns must be a multiple of 16 that divides tile N");
 };

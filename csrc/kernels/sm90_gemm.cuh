@@ -143,16 +143,12 @@ struct Sm90Gemm {
     set_tile_order(args.scheduler);
     if constexpr (Cfg::kTileSched == TileSched::kStreamK) {
       // Deterministic fix-up order: two runs on the same inputs give the same bits.
-      // (VLATTN_GEMM_SK_REDUCTION=nondet and VLATTN_GEMM_SK_DECOMP=streamk: launch/gemm_params.h.)
-      const GemmTileOrder knobs = gemm_tile_order_from_env();
       using Reduction = decltype(args.scheduler.reduction_mode);
-      args.scheduler.reduction_mode = knobs.sk_nondet ? Reduction::Nondeterministic : Reduction::Deterministic;
-      using Decomposition = decltype(args.scheduler.decomposition_mode);
+      args.scheduler.reduction_mode = Reduction::Deterministic;
       if (p.splits > 1) {  // plain split-K: every output tile's K range cut into p.splits equal parts
+        using Decomposition = decltype(args.scheduler.decomposition_mode);
         args.scheduler.splits = p.splits;
         args.scheduler.decomposition_mode = Decomposition::SplitK;
-      } else if (Cfg::kForceStreamK || knobs.sk_streamk) {
-        args.scheduler.decomposition_mode = Decomposition::StreamK;
       }
     }
     return args;

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 
 #include <cuda_runtime_api.h>
 
@@ -31,17 +30,9 @@ struct GemmParams {
 // Development knob, read once per process: VLATTN_GEMM_RASTER = m | n (default: CUTLASS's heuristic,
 // along M when there are more tile columns than rows), VLATTN_GEMM_SWIZZLE = 1 | 2 | 4 | 8 (default 1).
 // Same tiles, same math per tile: only the order in which the SMs take them (L2 reuse) changes.
-// Stream-K configs only, same knob family (read once per process): VLATTN_GEMM_SK_DECOMP = streamk
-// forces CUTLASS's stream-K decomposition on every stream-K config (default: each config's own, see
-// gemm_configs.py's `decomposition`; CUTLASS's heuristic takes data-parallel tiles whenever the last
-// wave is at least half full, e.g. 613 x 3584 on 70 tiles of 128 x 256);
-// VLATTN_GEMM_SK_REDUCTION = nondet lets the peers of a tile add their partials in any order
-// (default: in K order, same bits on every run). Measurement knobs for the tuner.
 struct GemmTileOrder {
   int raster = 0;   // 0 heuristic, 1 along M, 2 along N
   int swizzle = 1;  // CUTLASS's max_swizzle_size
-  bool sk_streamk = false;  // force DecompositionMode::StreamK (no effect with '/splitk<N>')
-  bool sk_nondet = false;   // ReductionMode::Nondeterministic
 };
 
 inline GemmTileOrder gemm_tile_order_from_env() {
@@ -52,8 +43,6 @@ inline GemmTileOrder gemm_tile_order_from_env() {
       const int v = std::atoi(z);
       o.swizzle = (v == 2 || v == 4 || v == 8) ? v : 1;
     }
-    if (const char* d = std::getenv("VLATTN_GEMM_SK_DECOMP")) o.sk_streamk = std::strcmp(d, "streamk") == 0;
-    if (const char* r = std::getenv("VLATTN_GEMM_SK_REDUCTION")) o.sk_nondet = std::strcmp(r, "nondet") == 0;
     return o;
   }();
   return order;

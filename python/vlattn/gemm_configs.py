@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 SCHEDULES = ("cooperative", "pingpong")
 SCHEDULERS = ("persistent", "streamk")
-DECOMPOSITIONS = ("heuristic", "streamk")
 
 
 @dataclass(frozen=True)
@@ -51,17 +50,9 @@ class GemmConfig:
     # Columns of the epilogue's subtile (rows: 128 cooperative, 64 ping-pong); 0 = CUTLASS's choice (32).
     # Each subtile costs one smem write, barrier and TMA store between two mainloops.
     epi_n: int = 0
-    # Stream-K configs: how CUTLASS's scheduler divides the work. "heuristic" = its own choice, which
-    # runs plain data-parallel tiles whenever the last wave is at least half full (every grid of 66-131
-    # tiles); "streamk" = always spread the k-blocks of the partial wave's tiles over the SMs.
-    decomposition: str = "heuristic"
 
     def __post_init__(self) -> None:
         tm, tn, tk = self.tile
-        if self.decomposition not in DECOMPOSITIONS:
-            raise ValueError(f"{self.name}: unknown decomposition {self.decomposition!r}")
-        if self.decomposition != "heuristic" and self.scheduler != "streamk":
-            raise ValueError(f"{self.name}: a decomposition other than 'heuristic' needs the stream-K scheduler")
         if self.epi_n and (self.epi_n % 16 or tn % self.epi_n):
             raise ValueError(f"{self.name}: epilogue subtile of {self.epi_n} columns does not divide tile N {tn}")
         if self.schedule not in SCHEDULES or self.scheduler not in SCHEDULERS:
@@ -108,12 +99,6 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # one, two waves do not). 2x1 and 2x2 clusters of it (weights / activations multicast) measured no
     # faster anywhere (128x512: 11.9 all three; 392x1024: 18.6 / 21.2 vs 16.5): not built.
     GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.5),
-    # Mid M (twenty-ninth session): 128x256 tiles under CUTLASS's stream-K scheduler with the stream-K
-    # decomposition forced ("_sk"; tuned table only). Its heuristic runs 613x3584's 70 tiles as plain
-    # data-parallel tiles: the twelfth session's "~35 us floor" of 128x256 stream-K was that, and, where
-    # it did split (256x512: 7 peers a tile), the deterministic fix-up adding the peers one after another.
-    GemmConfig("t128x256x64_c1x1_coop_sk", (128, 256, 64), (1, 1), "cooperative", "streamk",
-               efficiency=0.98, decomposition="streamk"),
     # Tried in the tenth session and not built: the small-M tiles with 128-deep K steps (64x64x128,
     # 64x128x128 ping-pong; half the mainloop iterations) were no faster than their 64-deep twins
     # (bench/NOTES.md, tenth session, call 4).
@@ -122,7 +107,10 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # (613x3584: 70 tiles, 3136x1024: 100, 2164x4096: 272). Never faster than the best other config on
     # any of the 36 shapes with 256 <= M <= 4096, and a ~35 us floor below 1024 rows (613x3584 43.2 us
     # against 33.8 for the 128x128 stream-K pick and 26.2 for cuBLAS; bench/NOTES.md, twelfth session).
-    # That config ran CUTLASS's heuristic decomposition: t128x256x64_c1x1_coop_sk above forces stream-K.
+    # Again in the twenty-ninth session with CUTLASS's stream-K decomposition forced (its heuristic had run
+    # that config as plain data-parallel tiles): 613x3584 38.3, 512x3584 35.5, 3136x1024 48.6 us against
+    # 33.7 / 25.3 / 46.0 for the picks; 25-41 us on every shape below 1024 rows, ordered or unordered
+    # fix-up alike; only 2164x4096 gained (112.8 against 117.1, under the 5% bar). Not built.
     # Tried for large M in the tenth session and not built: 128x128 ping-pong in 2x1 clusters (+1.5%
     # summed over the 18 shapes with M >= 8192) and 256x128 cooperative in 1x2 clusters (-1.0%, inside
     # the ~1.5% run-to-run noise of those sums) against the rule's 128x256 pair.

@@ -91,12 +91,10 @@ bool gemm_configs_legal(std::string& err) {
   using Ping = Sm90GemmConfig<64, 128, 64, 1, 1, Schedule::kPingpong, TileSched::kPersistent, 0>;
   using SK = Sm90GemmConfig<128, 128, 64, 1, 1, Schedule::kCooperative, TileSched::kStreamK, 4>;
   using Epi64 = Sm90GemmConfig<128, 256, 64, 2, 1, Schedule::kCooperative, TileSched::kPersistent, 0, 64>;
-  using ForcedSK = Sm90GemmConfig<128, 256, 64, 1, 1, Schedule::kCooperative, TileSched::kStreamK, 0, 0, 1>;
   EXPECT(Coop::kSmemBytesPerStage == 32768);
   EXPECT(Wide::kEpiN == 0 && Epi64::kEpiN == 64);
   EXPECT(Wide::kSmemBytesPerStage == 49152);
   EXPECT(Ping::kTileM == 64 && SK::kStages == 4);
-  EXPECT(ForcedSK::kForceStreamK == 1 && SK::kForceStreamK == 0);
   return true;
 }
 
@@ -468,8 +466,6 @@ template struct vlattn::Sm90GemmConfig<128, 256, 128, 1, 1, Schedule::kCooperati
 template struct vlattn::Sm90GemmConfig<128, 100, 64, 1, 1, Schedule::kCooperative, TileSched::kPersistent, 0>;
 #elif VLATTN_ILLEGAL_CONFIG == 5
 template struct vlattn::Sm90GemmConfig<128, 256, 64, 1, 1, Schedule::kCooperative, TileSched::kPersistent, 0, 48>;
-#elif VLATTN_ILLEGAL_CONFIG == 6
-template struct vlattn::Sm90GemmConfig<128, 256, 64, 1, 1, Schedule::kCooperative, TileSched::kPersistent, 0, 0, 1>;
 #endif
 #endif
 
