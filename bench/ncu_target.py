@@ -1,6 +1,6 @@
 """A fixed call for Nsight Compute: `ncu ... python bench/ncu_target.py qkv 007 0 splitk3`.
 
-    what:      qkv | attention | linear | cublas (F.linear on the same operands as linear)
+    what:      qkv | attention | linear | cublas (F.linear on the same operands as linear: the q projection)
     problem:   007 | 034;  index: workload index in sorted-by-SOL order;  config: op config ("" = auto)
 Runs the call 3 times (ncu's --launch-skip/--launch-count pick the one to profile).
 """
@@ -17,7 +17,11 @@ def main():
     what, problem, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
     config = sys.argv[4] if len(sys.argv) > 4 else ""
     w = W.sorted_by_sol(W.load(problem))[index]
-    v = list(W.make_inputs(w, "cuda").values())
+    inputs = W.make_inputs(w, "cuda")
+    v = list(inputs.values())
+    # The q projection's operands, by name (the two problems order their inputs differently).
+    x, wt, bias = ((inputs["hidden_states"], inputs["q_weight"], inputs["q_bias"]) if problem == "007" else
+                   (inputs["language_hidden_states"], inputs["q_proj_weight"], inputs["q_proj_bias"]))
     if what == "qkv":
         fn = (lambda: vlattn.mrope_qkv(*v[:7], *v[8:10], config=config)) if problem == "007" else (
             lambda: vlattn.vision_qkv(*v[:10], config=config))
@@ -27,10 +31,9 @@ def main():
         mask = v[10] if problem == "007" else None
         fn = lambda: vlattn.attention(q, k, vv, mask)  # noqa: E731
     elif what == "cublas":
-        fn = lambda: torch.nn.functional.linear(v[0], v[1], v[2])  # noqa: E731
+        fn = lambda: torch.nn.functional.linear(x, wt, bias)  # noqa: E731
     else:
-        x, wt = v[0], v[1]
-        fn = lambda: vlattn.linear(x, wt, v[2], config=config or None)  # noqa: E731
+        fn = lambda: vlattn.linear(x, wt, bias, config=config or None)  # noqa: E731
     print(w.problem, w.axes, what, config or "auto")
     for _ in range(3):
         fn()
