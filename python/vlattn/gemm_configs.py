@@ -108,9 +108,9 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # any of the 36 shapes with 256 <= M <= 4096, and a ~35 us floor below 1024 rows (613x3584 43.2 us
     # against 33.8 for the 128x128 stream-K pick and 26.2 for cuBLAS; bench/NOTES.md, twelfth session).
     # Again in the twenty-ninth session with CUTLASS's stream-K decomposition forced (its heuristic had run
-    # that config as plain data-parallel tiles): 613x3584 38.3, 512x3584 35.5, 3136x1024 48.6 us against
-    # 33.7 / 25.3 / 46.0 for the picks; 25-41 us on every shape below 1024 rows, ordered or unordered
-    # fix-up alike; only 2164x4096 gained (112.8 against 117.1, under the 5% bar). Not built.
+    # that config as plain data-parallel tiles), full tuner run: 613x3584 38.3, 512x3584 36.9, 3136x1024
+    # 49.1 us against 33.8 / 25.0 / 45.9 for the picks; 35-42 us on every shape below 1024 rows (25-35 with
+    # the unordered fix-up); only 2164x4096 gained (112.8 against 117.1, under the 5% bar). Not built.
     # Tried for large M in the tenth session and not built: 128x128 ping-pong in 2x1 clusters (+1.5%
     # summed over the 18 shapes with M >= 8192) and 256x128 cooperative in 1x2 clusters (-1.0%, inside
     # the ~1.5% run-to-run noise of those sums) against the rule's 128x256 pair.
