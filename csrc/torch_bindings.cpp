@@ -76,6 +76,7 @@ pybind11::list gemm_configs() {
     d["schedule"] = e.schedule;
     d["scheduler"] = e.scheduler;
     d["stages"] = e.stages;
+    d["rule"] = e.in_rule;  // false: tuned table only
     out.append(d);
   }
   return out;

@@ -85,6 +85,17 @@ def test_analytic_never_splits():
             assert "/" not in dispatch.analytic_config(m, n, k, H200_SMS)
 
 
+def test_analytic_never_picks_tuned_only_configs():
+    """rule=False configs (the wave-fitted mid-M widths) are reached through the tuned table only: not
+    from the full list, and not when they are the only candidates."""
+    tuned_only = [c.name for c in GEMM_CONFIGS if not c.rule]
+    assert tuned_only, "expected the mid-M fitted widths in the list"
+    for m in (1, 128, 512, 613, 1024, 2164, 3136, 4096, 16384):
+        for n, k in ((512, 3584), (3584, 3584), (1024, 4096), (4096, 4096)):
+            assert dispatch.analytic_config(m, n, k, H200_SMS) not in tuned_only
+    assert dispatch.analytic_config(613, 3584, 3584, H200_SMS, tuned_only) is None
+
+
 def test_sm_count_is_an_input():
     # 28 tiles of 128x128: under a wave on 132 SMs (the 64x64 tile quadruples them and still fits one
     # wave), one full wave on a 28-SM part (where 112 tiles of 64x64 would need four).
@@ -162,7 +173,7 @@ def test_config_name_describes_config(cfg):
     assert int(m.group(8) or 0) == cfg.epi_n
     # Legal by construction: rebuilding it runs the legality checks again.
     assert GemmConfig(cfg.name, cfg.tile, cfg.cluster, cfg.schedule, cfg.scheduler, cfg.stages, cfg.efficiency,
-                      cfg.epi_n) == cfg
+                      cfg.epi_n, cfg.rule) == cfg
     assert 0 < cfg.efficiency <= 1
 
 

@@ -73,6 +73,7 @@ struct GemmKernelEntry {
   const char* scheduler;  // "persistent" | "streamk"
   int stages;             // 0 = automatic
   double efficiency;      // the wave model's relative throughput of a full tile (gemm_configs.py)
+  bool in_rule;           // in the wave model; false: reached through the tuned table only
   GemmWorkspaceFn workspace_bytes;
   GemmRunFn run;
 };

@@ -55,12 +55,12 @@ inline bool pdl_enabled() {
   return dev_switch_on(DevSwitch::kPdl);
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) with an optional cluster size along x (0: none; at
-// most 8, the portable size, so no cudaFuncAttributeNonPortableClusterSizeAllowed is needed) and, if
+// kernel<<<grid, block, smem, stream>>>(args...) with an optional cluster shape (cluster.x = 0: none; at
+// most 8 CTAs, the portable size, so no cudaFuncAttributeNonPortableClusterSizeAllowed is needed) and, if
 // `pdl`, the PDL attribute. One driver call: nothing else on the host path of a launch.
 template <class... Params, class... Args>
 cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      unsigned cluster_x, bool pdl, Args&&... args) {
+                      dim3 cluster, bool pdl, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -68,11 +68,11 @@ cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   unsigned n = 0;
-  if (cluster_x > 0) {
+  if (cluster.x > 0) {
     attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = cluster_x;
-    attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = 1;
+    attr[n].val.clusterDim.x = cluster.x;
+    attr[n].val.clusterDim.y = cluster.y;
+    attr[n].val.clusterDim.z = cluster.z;
     ++n;
   }
   if (pdl) {

@@ -171,8 +171,8 @@ GemmStatus run_gemm(const GemmKernelEntry& entry, const GemmParams& p, const at:
 }
 
 const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, int sm_count, int concurrent) {
-  // python/vlattn/dispatch.py (estimated_cost, analytic_config) in C++: the persistent configs in
-  // registry order, cost = whole waves x tile area / efficiency (from gemm_configs.py via the
+  // python/vlattn/dispatch.py (estimated_cost, analytic_config) in C++: the persistent rule configs
+  // (in_rule) in registry order, cost = whole waves x tile area / efficiency (from gemm_configs.py via the
   // registry), ties to the earlier entry (the default is entry 0). Stream-K is never picked: measured
   // slower, split or not. `concurrent` equal GEMMs running side by side on two streams share the SMs:
   // their tiles together make the waves (1: the Python rule).
@@ -183,7 +183,7 @@ const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, i
   double best_cost = 0.0;
   for (int i = 0; i < count; ++i) {
     const GemmKernelEntry& e = all[i];
-    if (std::strcmp(e.scheduler, "persistent") != 0) continue;
+    if (std::strcmp(e.scheduler, "persistent") != 0 || !e.in_rule) continue;
     const int64_t tiles = ((m + e.tile_m - 1) / e.tile_m) * ((n + e.tile_n - 1) / e.tile_n);
     const int64_t waves = (tiles * std::max(concurrent, 1) + sms - 1) / sms;
     const double cost = double(waves * e.tile_m * e.tile_n) / e.efficiency;

@@ -54,14 +54,15 @@ def estimated_cost(config: GemmConfig, m: int, n: int, sm_count: int, concurrent
 
 def analytic_config(m: int, n: int, k: int, sm_count: int, candidates: Iterable[str] | None = None,
                     concurrent: int = 1) -> str | None:
-    """The persistent config with the lowest wave-model cost among ``candidates`` (default: all).
+    """The persistent rule config (``rule=True``) with the lowest wave-model cost among ``candidates``
+    (default: all).
 
     Stream-K is left to the tuned table, in both forms: its own decomposition measured slower than
     the 64x128 ping-pong tile on every small-M shape, and so did every '/splitk<N>' on every
     projection shape (H200, 2026-11-30, python -m vlattn.tune: e.g. 128x512x3584 ping-pong 14.8 us,
     split 2/3/4/8 19.3/18.9/20.1/26.1 us; bench/NOTES.md, sixth session)."""
     allowed = set(BY_NAME if candidates is None else (parse_name(c)[0] for c in candidates if is_valid_name(c)))
-    pool = [c for c in GEMM_CONFIGS if c.scheduler == "persistent" and c.name in allowed]
+    pool = [c for c in GEMM_CONFIGS if c.scheduler == "persistent" and c.rule and c.name in allowed]
     if not pool:
         return None
     return min(pool, key=lambda c: (estimated_cost(c, m, n, sm_count, concurrent), c.name != DEFAULT_CONFIG)).name

@@ -50,6 +50,9 @@ class GemmConfig:
     # Columns of the epilogue's subtile (rows: 128 cooperative, 64 ping-pong); 0 = CUTLASS's choice (32).
     # Each subtile costs one smem write, barrier and TMA store between two mainloops.
     epi_n: int = 0
+    # In the wave model (dispatch.analytic_config, gemm_analytic_pick in C++). False: reached only
+    # through the tuned table, for configs fitted to a few shapes whose efficiency elsewhere is unmeasured.
+    rule: bool = True
 
     def __post_init__(self) -> None:
         tm, tn, tk = self.tile
@@ -99,6 +102,26 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # one, two waves do not). 2x1 and 2x2 clusters of it (weights / activations multicast) measured no
     # faster anywhere (128x512: 11.9 all three; 392x1024: 18.6 / 21.2 vs 16.5): not built.
     GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.5),
+    # Mid M: tile widths that make the grid one full wave, as cuBLAS does (twenty-ninth session, ncu: at
+    # 613x3584x3584 cuBLAS runs 144 weight rows x 128 tokens, 125 tiles; at 512x3584 112 x 128, 128
+    # tiles; neither splits K). 128-wide and 256-wide tiles give 1.06 waves or a half-empty one there.
+    # Fitted per shape: 144 for 613x3584 (5 x 25 tiles; also in 1x2 clusters, the activation tile
+    # multicast to the pair, as cuBLAS's 2x1), 112 for 512x3584 (4 x 32), 224 for 1024x3584 (8 x 16),
+    # 208 for 3136x1024 (25 x 5), 192 for 2164x4096 (17 x 22: 3 waves against 128x256's 2.06).
+    # Epilogue subtiles of 16 columns where 32 does not divide the width (48 fails CUTLASS's
+    # vectorization check). Tuned table only (rule=False) until measured on more than their shapes.
+    GemmConfig("t128x144x64_c1x1_coop_e16", (128, 144, 64), (1, 1), "cooperative", "persistent", epi_n=16,
+               rule=False),
+    GemmConfig("t128x144x64_c1x2_coop_e16", (128, 144, 64), (1, 2), "cooperative", "persistent", epi_n=16,
+               rule=False),
+    GemmConfig("t128x112x64_c1x1_coop_e16", (128, 112, 64), (1, 1), "cooperative", "persistent", epi_n=16,
+               rule=False),
+    GemmConfig("t128x224x64_c1x1_coop_e32", (128, 224, 64), (1, 1), "cooperative", "persistent", epi_n=32,
+               rule=False),
+    GemmConfig("t128x208x64_c1x1_coop_e16", (128, 208, 64), (1, 1), "cooperative", "persistent", epi_n=16,
+               rule=False),
+    GemmConfig("t128x192x64_c1x1_coop_e64", (128, 192, 64), (1, 1), "cooperative", "persistent", epi_n=64,
+               rule=False),
     # Tried in the tenth session and not built: the small-M tiles with 128-deep K steps (64x64x128,
     # 64x128x128 ping-pong; half the mainloop iterations) were no faster than their 64-deep twins
     # (bench/NOTES.md, tenth session, call 4).
