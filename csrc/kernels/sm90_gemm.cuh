@@ -10,6 +10,16 @@
 // translation unit per config so builds parallelize and one config's compile error names itself.
 #pragma once
 
+// CuTe's wgmma selector (cute/arch/mma_sm90.hpp, ss_op_selector) only knows the N sizes 256, 192, 128,
+// 96, 64, 32, 16 and 8 unless this is defined: a 144-wide tile then runs nine 64x16 wgmmas per k-step
+// instead of one 64x144, 2.3x slower (thirtieth session: the wave-fitted widths 112/144/208 measured
+// 42-73 us for one wave where 128x128 takes 25). With it the selector takes the largest multiple of 8
+// that divides the tile's N; for the power-of-two and 192-wide tiles that is the same choice as before.
+// It must come before any CuTe header: the static_assert in Sm90Gemm catches a TU where it came late.
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED 1
+#endif
+
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -117,6 +127,10 @@ struct Sm90Gemm {
 
   static_assert(GemmKernel::SharedStorageSize <= kSm90MaxSmemBytes,
                 "config does not fit in Hopper's 227 KB of shared memory");
+  // One wgmma covers the tile's whole N per warpgroup (see CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED above):
+  // a narrower atom is legal but re-reads A from shared memory once per atom.
+  static_assert(cute::size<1>(typename CollectiveMainloop::TiledMma::AtomShape_MNK{}) == Cfg::kTileN,
+                "wgmma atom narrower than the tile's N: CuTe's extended MMA shapes are not enabled in this TU");
 
   static typename Gemm::Arguments make_arguments(const GemmParams& p) {
     using StrideA = typename GemmKernel::StrideA;
