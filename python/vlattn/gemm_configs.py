@@ -104,15 +104,19 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     GemmConfig("t64x64x64_c1x1_pingpong", (64, 64, 64), (1, 1), "pingpong", "persistent", efficiency=0.5),
     # Mid M: tile widths that make the grid one full wave, as cuBLAS does (twenty-ninth session, ncu: at
     # 613x3584x3584 cuBLAS runs 144 weight rows x 128 tokens, 125 tiles; at 512x3584 112 x 128, 128
-    # tiles; neither splits K). 128-wide and 256-wide tiles give 1.06 waves or a half-empty one there.
-    # Fitted per shape: 144 for 613x3584 (5 x 25 tiles; also in 1x2 clusters, the activation tile
-    # multicast to the pair, as cuBLAS's 2x1), 112 for 512x3584 (4 x 32), 224 for 1024x3584 (8 x 16),
-    # 208 for 3136x1024 (25 x 5), 192 for 2164x4096 (17 x 22: 3 waves against 128x256's 2.06).
+    # tiles; neither splits K). 128- and 256-wide tiles give 1.06 waves or a half-empty one there.
+    # Fitted per shape: 144 for 613x3584 (5 x 25 tiles), 112 for 512x3584 (4 x 32), 224 for 1024x3584
+    # (8 x 16), 208 for 3136x1024 (25 x 5), 192 for 2164x4096 (17 x 22: 3 waves against 128x256's 2.06).
     # Epilogue subtiles of 16 columns where 32 does not divide the width (48 fails CUTLASS's
-    # vectorization check). Tuned table only (rule=False) until measured on more than their shapes.
+    # vectorization check). They need CuTe's extended wgmma N sizes (kernels/sm90_gemm.cuh).
+    # H200, thirtieth session (python -m vlattn.tune, full, us, new / previous best / cuBLAS of the
+    # ninth-session table): 613x3584 27.9 / 33.9 / 26.4; 512x3584 23.3 / 24.8 / 22.0; 1024x3584 38.0 /
+    # 41.3 / 37.3; 2048x3584 71.9 / 80.1 / 77.6 (224); 4096x3584 147.9 / 153.6 / 146.8 (224); 3136x1024+b
+    # 40.3 / 45.6 / 38.3; 2164x4096 106.0 / 115.4 / 94.5. Slower than 128x256 at large M (16384x3584:
+    # 224 637 against 552), so tuned table only (rule=False): the wave model cannot tell them apart there.
+    # Tried and not built: 128x144 in 1x2 clusters (the activation tile multicast, as cuBLAS's 2x1):
+    # slower than its 1x1 twin on every shape (613x3584 33.7 against 27.9).
     GemmConfig("t128x144x64_c1x1_coop_e16", (128, 144, 64), (1, 1), "cooperative", "persistent", epi_n=16,
-               rule=False),
-    GemmConfig("t128x144x64_c1x2_coop_e16", (128, 144, 64), (1, 2), "cooperative", "persistent", epi_n=16,
                rule=False),
     GemmConfig("t128x112x64_c1x1_coop_e16", (128, 112, 64), (1, 1), "cooperative", "persistent", epi_n=16,
                rule=False),
