@@ -2,6 +2,8 @@
 
     what:      qkv | attention | linear | cublas (F.linear on the same operands as linear: the q projection)
     problem:   007 | 034;  index: workload index in sorted-by-SOL order;  config: op config ("" = auto)
+  or `python bench/ncu_target.py cublas-mnk M N K [bias]`: F.linear on random bf16 operands of that shape
+  (any projection, e.g. 034's vision K/V, which the workload form does not reach).
 Runs the call 3 times (ncu's --launch-skip/--launch-count pick the one to profile).
 """
 import sys
@@ -13,7 +15,21 @@ from vlattn import reference
 from vlattn import workloads as W
 
 
+def cublas_mnk(m: int, n: int, k: int, bias: bool) -> None:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    wt = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g) * k ** -0.5
+    b = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g) if bias else None
+    print("cublas", f"{m}x{n}x{k}" + ("+b" if bias else ""))
+    for _ in range(3):
+        torch.nn.functional.linear(x, wt, b)
+    torch.cuda.synchronize()
+
+
 def main():
+    if sys.argv[1] == "cublas-mnk":
+        m, n, k = (int(v) for v in sys.argv[2:5])
+        return cublas_mnk(m, n, k, len(sys.argv) > 5 and sys.argv[5] == "bias")
     what, problem, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
     config = sys.argv[4] if len(sys.argv) > 4 else ""
     w = W.sorted_by_sol(W.load(problem))[index]
