@@ -87,7 +87,7 @@ def generate_gemm_sources(out_dir: pathlib.Path) -> list[str]:
         schedule = {"cooperative": "kCooperative", "pingpong": "kPingpong"}[c.schedule]
         sched = {"persistent": "kPersistent", "streamk": "kStreamK"}[c.scheduler]
         cfg = (f"Sm90GemmConfig<{c.tile[0]}, {c.tile[1]}, {c.tile[2]}, {c.cluster[0]}, {c.cluster[1]}, "
-               f"Schedule::{schedule}, TileSched::{sched}, {c.stages}, {c.epi_n}>")
+               f"Schedule::{schedule}, TileSched::{sched}, {c.stages}, {c.epi_n}, {str(c.swap_ab).lower()}>")
         tu = out_dir / "instantiations" / f"gemm_{c.name}.cu"
         # Programmatic dependent launch (csrc/launch/pdl.h) in every TU whose scheduler builds with it:
         # in CUTLASS 4.2 CUTLASS_ENABLE_GDC_FOR_SM90 breaks the sm90 stream-K scheduler's build (a const

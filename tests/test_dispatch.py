@@ -159,21 +159,22 @@ def test_committed_tuned_table_names_known_configs():
 # The config list
 # --------------------------------------------------------------------------------------------
 
-_NAME = re.compile(r"t(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_(coop|pingpong)(_streamk)?(?:_e(\d+))?")
+_NAME = re.compile(r"t(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_(coop|pingpong)(_streamk)?(?:_e(\d+))?(_swap)?")
 
 
 @pytest.mark.parametrize("cfg", GEMM_CONFIGS, ids=lambda c: c.name)
 def test_config_name_describes_config(cfg):
     m = _NAME.fullmatch(cfg.name)
-    assert m, f"{cfg.name} does not follow t<M>x<N>x<K>_c<M>x<N>_<coop|pingpong>[_streamk][_e<N>]"
+    assert m, f"{cfg.name} does not follow t<M>x<N>x<K>_c<M>x<N>_<coop|pingpong>[_streamk][_e<N>][_swap]"
     assert tuple(int(v) for v in m.group(1, 2, 3)) == cfg.tile
     assert tuple(int(v) for v in m.group(4, 5)) == cfg.cluster
     assert {"coop": "cooperative", "pingpong": "pingpong"}[m.group(6)] == cfg.schedule
     assert ("streamk" if m.group(7) else "persistent") == cfg.scheduler
     assert int(m.group(8) or 0) == cfg.epi_n
+    assert bool(m.group(9)) == cfg.swap_ab
     # Legal by construction: rebuilding it runs the legality checks again.
     assert GemmConfig(cfg.name, cfg.tile, cfg.cluster, cfg.schedule, cfg.scheduler, cfg.stages, cfg.efficiency,
-                      cfg.epi_n, cfg.rule) == cfg
+                      cfg.epi_n, cfg.rule, cfg.swap_ab) == cfg
     assert 0 < cfg.efficiency <= 1
 
 
@@ -196,6 +197,22 @@ def test_config_list_shape():
 def test_illegal_config_rejected(tile, schedule, scheduler):
     with pytest.raises(ValueError, match="bad"):
         GemmConfig("bad", tile, (1, 1), schedule, scheduler)
+
+
+@pytest.mark.parametrize("cluster", [(3, 1), (8, 1), (1, 4), (4, 4)])
+def test_illegal_cluster_rejected(cluster):
+    with pytest.raises(ValueError, match="cluster"):
+        GemmConfig("bad", (128, 128, 64), cluster, "cooperative", "persistent")
+
+
+def test_swapped_config_counts_tokens_along_its_n():
+    """A swapped config's tile is (weight rows, tokens): the wave model counts its tiles that way."""
+    cfg = next(c for c in GEMM_CONFIGS if c.swap_ab)
+    tm, tn, _ = cfg.tile
+    assert cfg.out_tile() == (tn, tm)
+    plain = GemmConfig("plain", (tn, tm, 64), (1, 1), "cooperative" if tn % 128 == 0 else "pingpong", "persistent")
+    assert dispatch.estimated_cost(cfg, 392, 1024, H200_SMS) * cfg.efficiency == \
+        dispatch.estimated_cost(plain, 392, 1024, H200_SMS) * plain.efficiency
 
 
 @pytest.mark.parametrize("epi_n", [24, 48, 512])

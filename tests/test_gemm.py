@@ -99,16 +99,23 @@ def test_vector_input():
     check(1, 1024, 4096, True, x_shape=(4096,))
 
 
-def test_strided_rows():
-    """Rows of a wider buffer (row stride K + 64) are read in place, not copied."""
+SWAPPED = [c.name for c in GEMM_CONFIGS if c.swap_ab]
+
+
+@pytest.mark.parametrize("config", [None] + SWAPPED)
+def test_strided_rows(config):
+    """Rows of a wider buffer (row stride K + 64) are read in place, not copied; the swapped configs
+    take the strides on the other operand and write the output column-major in their own terms."""
+    if config is not None and config not in vlattn.extension_info()["gemm_configs"]:
+        pytest.skip(f"{config} is not compiled into this build (VLATTN_GEMM_CONFIGS subset)")
     m, n, k = 300, 1024, 4096
     _, weight, b = operands(m, n, k, True)
     x = torch.randn(m, k + 64, dtype=BF16, device="cuda")[:, :k]
     out = poisoned(m, n, device="cuda")
-    vlattn.linear(x, weight, b, out=out)
+    vlattn.linear(x, weight, b, out=out, config=config)
     assert_matches_cublas(out, x, weight, b, "strided x")
     wide = poisoned(m, n + 64, device="cuda")
-    vlattn.linear(x, weight, b, out=wide[:, :n])
+    vlattn.linear(x, weight, b, out=wide[:, :n], config=config)
     assert_matches_cublas(wide[:, :n], x, weight, b, "strided out")
     assert wide[:, n:].isnan().all(), "wrote past the out view"
 

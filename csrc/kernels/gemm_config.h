@@ -12,7 +12,7 @@ enum class TileSched { kPersistent, kStreamK };
 inline constexpr int kSm90MaxSmemBytes = 227 * 1024;
 
 template <int TileM_, int TileN_, int TileK_, int ClusterM_, int ClusterN_, Schedule kSchedule_,
-          TileSched kTileSched_, int kStages_, int kEpiN_ = 0>
+          TileSched kTileSched_, int kStages_, int kEpiN_ = 0, bool kSwapAB_ = false>
 struct Sm90GemmConfig {
   static constexpr int kTileM = TileM_, kTileN = TileN_, kTileK = TileK_;
   static constexpr int kClusterM = ClusterM_, kClusterN = ClusterN_;
@@ -22,6 +22,11 @@ struct Sm90GemmConfig {
   // Columns of the epilogue's subtile (the rows are the schedule's: 128 cooperative, 64 ping-pong);
   // 0 = CUTLASS's choice (32 for bf16 output). Each subtile is one smem write, barrier and TMA store.
   static constexpr int kEpiN = kEpiN_;
+  // Operands swapped, as cuBLAS runs small and mid M: the kernel computes D^T = W . X^T, so the tile's
+  // M (the wgmma's fixed 64 rows per warpgroup) walks the weight's rows and its N (any multiple of 16)
+  // the tokens; D^T is stored column-major, i.e. D row-major. The tile, cluster and epilogue subtile
+  // below are in that kernel's terms (M = weight rows, N = tokens).
+  static constexpr bool kSwapAB = kSwapAB_;
 
   // A warpgroup's wgmma covers 64 rows; the cooperative kernel splits the tile's M over two.
   static_assert(kTileM % (kSchedule == Schedule::kCooperative ? 128 : 64) == 0,
@@ -30,8 +35,9 @@ struct Sm90GemmConfig {
   static_assert(kTileK % 64 == 0, "tile K must cover whole 128-byte swizzle atoms of bf16");
   static_assert(kTileSched != TileSched::kStreamK || kSchedule == Schedule::kCooperative,
                 "CUTLASS's sm90 stream-K scheduler runs on the cooperative kernel");
-  static_assert(kClusterM >= 1 && kClusterM <= 2 && kClusterN >= 1 && kClusterN <= 2,
-                "clusters of 1 or 2 CTAs along each of M and N only (larger ones are not tuned)");
+  static_assert(kClusterM >= 1 && kClusterM <= 4 && (kClusterM & (kClusterM - 1)) == 0 && kClusterN >= 1 &&
+                    kClusterN <= 2 && kClusterM * kClusterN <= 8,
+                "clusters of 1, 2 or 4 CTAs along M and 1 or 2 along N only (larger ones are not tuned)");
   // bf16 A and B tiles of one pipeline stage; with 0 (automatic) stages CUTLASS fits as many as
   // the smem left by the epilogue allows, at least 2 are needed to overlap TMA with wgmma.
   static constexpr int kSmemBytesPerStage = (kTileM + kTileN) * kTileK * 2;

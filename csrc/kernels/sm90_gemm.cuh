@@ -81,9 +81,13 @@ struct Sm90Gemm {
   using Element = cutlass::bfloat16_t;
   using ElementAccumulator = float;
   using ElementCompute = float;
-  using LayoutA = cutlass::layout::RowMajor;     // activations [M, K]
-  using LayoutB = cutlass::layout::ColumnMajor;  // weight [N, K] seen as K x N column-major
-  using LayoutD = cutlass::layout::RowMajor;     // output [M, N]
+  // Not swapped: A = activations [M, K], B = weight [N, K] seen as K x N column-major, D = [M, N].
+  // Swapped (Cfg::kSwapAB): A = weight [N, K], B = activations [M, K] seen as K x M column-major, and
+  // the kernel's [N, M] output column-major, which is the same memory as [M, N] row-major.
+  static constexpr bool kSwap = Cfg::kSwapAB;
+  using LayoutA = cutlass::layout::RowMajor;
+  using LayoutB = cutlass::layout::ColumnMajor;
+  using LayoutD = cute::conditional_t<kSwap, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   // 16-byte accesses: what TMA requires of every row stride and base address.
   static constexpr int kAlignment = 16 / sizeof(Element);
 
@@ -97,10 +101,13 @@ struct Sm90Gemm {
   using Scheduler = cute::conditional_t<Cfg::kTileSched == TileSched::kStreamK,
                                         cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
 
-  // D = round_bf16(1 * acc + bias[n]); no C operand is read (ElementC = void).
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Element, ElementCompute, Element, Element,
-                                                              ElementCompute, kAlignment,
-                                                              cutlass::FloatRoundStyle::round_to_nearest>;
+  // D = round_bf16(1 * acc + bias[n]); no C operand is read (ElementC = void). The bias runs along the
+  // weight's rows: the kernel's N, or its M when swapped.
+  template <template <class, class, class, class, class, int, cutlass::FloatRoundStyle> class BiasOp>
+  using BiasFusion = BiasOp<Element, ElementCompute, Element, Element, ElementCompute, kAlignment,
+                            cutlass::FloatRoundStyle::round_to_nearest>;
+  using Fusion = cute::conditional_t<kSwap, BiasFusion<cutlass::epilogue::fusion::LinCombPerRowBias>,
+                                     BiasFusion<cutlass::epilogue::fusion::LinCombPerColBias>>;
 
   // CUTLASS's subtile (128 x 32 cooperative, 64 x 32 ping-pong for bf16) or Cfg::kEpiN columns.
   using EpilogueTile = cute::conditional_t<
@@ -136,19 +143,22 @@ struct Sm90Gemm {
     using StrideA = typename GemmKernel::StrideA;
     using StrideB = typename GemmKernel::StrideB;
     using StrideD = typename GemmKernel::StrideD;
-    StrideA stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(p.m, p.k, 1));
-    StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(p.n, p.k, 1));
-    StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(p.m, p.n, 1));
-    // Leading dimensions from the caller: views with padded rows work without a copy.
-    cute::get<0>(stride_a) = p.lda;
-    cute::get<0>(stride_b) = p.ldb;
-    cute::get<0>(stride_d) = p.ldd;
+    // The kernel's M x N: the weight's rows x the tokens when swapped.
+    const int km = kSwap ? p.n : p.m, kn = kSwap ? p.m : p.n;
+    StrideA stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(km, p.k, 1));
+    StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(kn, p.k, 1));
+    StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(km, kn, 1));
+    // Leading dimensions from the caller: views with padded rows work without a copy. D's is the stride
+    // between tokens: mode 0 row-major, mode 1 when the kernel's [N, M] output is column-major.
+    cute::get<0>(stride_a) = kSwap ? p.ldb : p.lda;
+    cute::get<0>(stride_b) = kSwap ? p.lda : p.ldb;
+    cute::get<kSwap ? 1 : 0>(stride_d) = p.ldd;
 
     cutlass::KernelHardwareInfo hw_info{p.device, p.sm_count};
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                  {p.m, p.n, p.k, 1},
-                                  {static_cast<const Element*>(p.a), stride_a,
-                                   static_cast<const Element*>(p.b), stride_b},
+                                  {km, kn, p.k, 1},
+                                  {static_cast<const Element*>(kSwap ? p.b : p.a), stride_a,
+                                   static_cast<const Element*>(kSwap ? p.a : p.b), stride_b},
                                   {{}, nullptr, stride_d, static_cast<Element*>(p.d), stride_d},
                                   hw_info};
     args.epilogue.thread.alpha = 1.0f;

@@ -53,9 +53,21 @@ class GemmConfig:
     # In the wave model (dispatch.analytic_config, gemm_analytic_pick in C++). False: reached only
     # through the tuned table, for configs fitted to a few shapes whose efficiency elsewhere is unmeasured.
     rule: bool = True
+    # Operands swapped (as cuBLAS runs small and mid M): the kernel computes D^T = W . X^T, so ``tile``,
+    # ``cluster`` and ``epi_n`` are in its terms: M = the weight's rows (wgmma's fixed 64 per warpgroup),
+    # N = the tokens (any multiple of 16). Name suffix "_swap".
+    swap_ab: bool = False
+
+    def out_tile(self) -> tuple[int, int]:
+        """The tile as (output rows = tokens, output columns = weight rows)."""
+        tm, tn, _ = self.tile
+        return (tn, tm) if self.swap_ab else (tm, tn)
 
     def __post_init__(self) -> None:
         tm, tn, tk = self.tile
+        cm, cn = self.cluster
+        if cm not in (1, 2, 4) or cn not in (1, 2) or cm * cn > 8:
+            raise ValueError(f"{self.name}: cluster {self.cluster}: 1, 2 or 4 along M and 1 or 2 along N")
         if self.epi_n and (self.epi_n % 16 or tn % self.epi_n):
             raise ValueError(f"{self.name}: epilogue subtile of {self.epi_n} columns does not divide tile N {tn}")
         if self.schedule not in SCHEDULES or self.scheduler not in SCHEDULERS:
@@ -126,6 +138,18 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
                rule=False),
     GemmConfig("t128x192x64_c1x1_coop_e64", (128, 192, 64), (1, 1), "cooperative", "persistent", epi_n=64,
                rule=False),
+    # Operands swapped, the tokens on the wgmma's N side, fitted to 034's vision K/V projections (N = 1024,
+    # K = 4096) as cuBLAS fits them (thirtieth session, bench/ncu_cublas_shapes.sh: 392 rows
+    # nvjet 64x56 14 stages 4x1 clusters, 112 tiles; 784 rows 64x104 2x1, 128 tiles; 1568 rows 128x112 4x2,
+    # 112 tiles; there cuBLAS is 20% / 20% / 10% ahead of us): 64 weight rows x 64 tokens in 4-CTA clusters
+    # (392: 16 x 7 tiles), 64 x 112 in pairs (784: 16 x 7), 128 x 112 in 4x2 clusters (1568: 8 x 14). The
+    # cluster along M shares the token tile among the CTAs that read different weight rows.
+    GemmConfig("t64x64x64_c4x1_pingpong_swap", (64, 64, 64), (4, 1), "pingpong", "persistent", rule=False,
+               swap_ab=True),
+    GemmConfig("t64x112x64_c2x1_pingpong_e16_swap", (64, 112, 64), (2, 1), "pingpong", "persistent", epi_n=16,
+               rule=False, swap_ab=True),
+    GemmConfig("t128x112x64_c4x2_coop_e16_swap", (128, 112, 64), (4, 2), "cooperative", "persistent", epi_n=16,
+               rule=False, swap_ab=True),
     # Tried in the tenth session and not built: the small-M tiles with 128-deep K steps (64x64x128,
     # 64x128x128 ping-pong; half the mainloop iterations) were no faster than their 64-deep twins
     # (bench/NOTES.md, tenth session, call 4).
