@@ -210,9 +210,10 @@ def test_swapped_config_counts_tokens_along_its_n():
     cfg = next(c for c in GEMM_CONFIGS if c.swap_ab)
     tm, tn, _ = cfg.tile
     assert cfg.out_tile() == (tn, tm)
-    plain = GemmConfig("plain", (tn, tm, 64), (1, 1), "cooperative" if tn % 128 == 0 else "pingpong", "persistent")
-    assert dispatch.estimated_cost(cfg, 392, 1024, H200_SMS) * cfg.efficiency == \
-        dispatch.estimated_cost(plain, 392, 1024, H200_SMS) * plain.efficiency
+    # ceil(M / tokens) x ceil(N / weight rows) tiles; one wave on 132 SMs, two with one more row of tiles.
+    m, n = 7 * tn, 16 * tm
+    assert dispatch.estimated_cost(cfg, m, n, H200_SMS) == tm * tn / cfg.efficiency
+    assert dispatch.estimated_cost(cfg, 9 * tn, n, H200_SMS) == 2 * tm * tn / cfg.efficiency
 
 
 @pytest.mark.parametrize("epi_n", [24, 48, 512])

@@ -138,18 +138,17 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
                rule=False),
     GemmConfig("t128x192x64_c1x1_coop_e64", (128, 192, 64), (1, 1), "cooperative", "persistent", epi_n=64,
                rule=False),
-    # Operands swapped, the tokens on the wgmma's N side, fitted to 034's vision K/V projections (N = 1024,
-    # K = 4096) as cuBLAS fits them (thirtieth session, bench/ncu_cublas_shapes.sh: 392 rows
-    # nvjet 64x56 14 stages 4x1 clusters, 112 tiles; 784 rows 64x104 2x1, 128 tiles; 1568 rows 128x112 4x2,
-    # 112 tiles; there cuBLAS is 20% / 20% / 10% ahead of us): 64 weight rows x 64 tokens in 4-CTA clusters
-    # (392: 16 x 7 tiles), 64 x 112 in pairs (784: 16 x 7), 128 x 112 in 4x2 clusters (1568: 8 x 14). The
-    # cluster along M shares the token tile among the CTAs that read different weight rows.
-    GemmConfig("t64x64x64_c4x1_pingpong_swap", (64, 64, 64), (4, 1), "pingpong", "persistent", rule=False,
-               swap_ab=True),
+    # Operands swapped, the tokens on the wgmma's N side, as cuBLAS runs 034's vision K/V projections
+    # (N = 1024, K = 4096; thirtieth session, bench/ncu_cublas_shapes.sh: 392 rows nvjet 64x56, 14 stages,
+    # 4x1 clusters, 112 tiles; 784 rows 64x104 in pairs, 128 tiles; 1568 rows 128x112 in 4x2 clusters, 112
+    # tiles). 64 weight rows x 112 tokens in pairs along the weights (the token tile shared by the pair):
+    # 784x1024x4096+b 20.1 us against 22.1 for the 64x128 ping-pong and 18.8 for cuBLAS (python -m vlattn.tune,
+    # same process; GEMM mode 0.80 -> 0.86x cuBLAS). Tuned table only.
     GemmConfig("t64x112x64_c2x1_pingpong_e16_swap", (64, 112, 64), (2, 1), "pingpong", "persistent", epi_n=16,
                rule=False, swap_ab=True),
-    GemmConfig("t128x112x64_c4x2_coop_e16_swap", (128, 112, 64), (4, 2), "cooperative", "persistent", epi_n=16,
-               rule=False, swap_ab=True),
+    # Tried with it and not built: 64 x 64 swapped in 4-CTA clusters for 392 rows (16.0 us against 16.1 for
+    # the 64x64 ping-pong, cuBLAS 15.2; 2-5% on the N = 512 shapes below 1024 rows, under the 5% bar) and
+    # 128 x 112 swapped cooperative in 4x2 clusters for 1568 rows (25.6 against 26.7, cuBLAS 24.1).
     # Tried in the tenth session and not built: the small-M tiles with 128-deep K steps (64x64x128,
     # 64x128x128 ping-pong; half the mainloop iterations) were no faster than their 64-deep twins
     # (bench/NOTES.md, tenth session, call 4).
