@@ -205,6 +205,13 @@ def test_illegal_cluster_rejected(cluster):
         GemmConfig("bad", (128, 128, 64), cluster, "cooperative", "persistent")
 
 
+def test_swapped_config_must_stay_out_of_the_rule():
+    with pytest.raises(ValueError, match="tuned-table only"):
+        GemmConfig("bad", (64, 112, 64), (1, 1), "pingpong", "persistent", swap_ab=True)  # rule defaults to True
+    with pytest.raises(ValueError, match="tuned-table only"):
+        GemmConfig("bad", (128, 128, 64), (1, 1), "cooperative", "streamk", rule=False, swap_ab=True)
+
+
 def test_swapped_config_counts_tokens_along_its_n():
     """A swapped config's tile is (weight rows, tokens): the wave model counts its tiles that way."""
     cfg = next(c for c in GEMM_CONFIGS if c.swap_ab)

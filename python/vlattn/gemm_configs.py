@@ -78,6 +78,9 @@ class GemmConfig:
             raise ValueError(f"{self.name}: tile {self.tile} is not legal for {self.schedule}")
         if self.scheduler == "streamk" and self.schedule != "cooperative":
             raise ValueError(f"{self.name}: CUTLASS's sm90 stream-K needs the cooperative kernel")
+        # The C++ wave model (gemm_analytic_pick) counts registry tiles as (tokens, weight rows).
+        if self.swap_ab and (self.rule or self.scheduler != "persistent"):
+            raise ValueError(f"{self.name}: swapped configs are persistent and tuned-table only (rule=False)")
 
 
 # Efficiencies calibrated on the H200 smoke run of 2026-11-30 (all configs timed on 7 projection
