@@ -340,3 +340,45 @@ def test_tuner_rotates_the_config_order():
     assert all(sorted(o) == names for o in orders)
     assert round_orders([], 2) == [[], []]
     assert round_orders(names, 1) == [names]
+
+
+def test_tuner_rotates_cublas_with_the_configs(monkeypatch):
+    """cuBLAS takes a turn in every round's rotation (not one block after the configs), a config that is
+    wrong on a shape is never timed, and each column's median comes from its own samples."""
+    import torch
+
+    from vlattn import bench, tune
+
+    order = []
+
+    class FakeTimer:
+        def __init__(self, device):
+            pass
+
+        def __call__(self, step, iters, warmup):
+            step()
+            order.append(calls[-1])
+            return [{"good": 10.0, "other": 20.0, tune._CUBLAS: 15.0}[calls[-1]]] * iters
+
+    calls = []
+
+    def fake_linear(x, w, b, out=None, config=None):
+        calls.append(config)
+        ref = torch.matmul(x, w.t()) + b
+        out.copy_(ref if config != "wrong" else torch.zeros_like(ref))
+        return out
+
+    def fake_cublas(x, w, b=None):
+        calls.append(tune._CUBLAS)
+        return torch.matmul(x, w.t()) if b is None else torch.matmul(x, w.t()) + b
+
+    monkeypatch.setattr(bench, "CudaTimer", FakeTimer)
+    monkeypatch.setattr(tune, "linear", fake_linear)
+    monkeypatch.setattr(tune.F, "linear", fake_cublas)
+    shape = bench.GemmShape(8, 16, 32, True)
+    timings = tune.measure([shape], ["good", "wrong", "other"], torch.device("cpu"), iters=6, warmup=0, seed=0,
+                           rounds=3)
+    t = timings[shape.label]
+    assert t["us"] == {"good": 10.0, "wrong": None, "other": 20.0} and t["cublas_us"] == 15.0
+    assert "wrong" not in order
+    assert order == ["good", "other", tune._CUBLAS, "other", tune._CUBLAS, "good", tune._CUBLAS, "good", "other"]

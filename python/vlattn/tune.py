@@ -35,10 +35,16 @@ def round_orders(configs: list[str], rounds: int) -> list[list[str]]:
     return [configs[r % n:] + configs[:r % n] for r in range(rounds)] if n else [[] for _ in range(rounds)]
 
 
+_CUBLAS = "<cublas>"  # cuBLAS's slot in the rotation (no config name has angle brackets)
+
+
 def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int,
             rounds: int = 1) -> dict:
     """Per shape: every config checked against F.linear, then ``rounds`` rounds of ``iters / rounds``
-    cold calls each, the order rotated per round (round_orders); the median over all of a config's calls."""
+    cold calls each, the order rotated per round (round_orders); the median over all of a config's calls.
+    cuBLAS (F.linear, for the reader) takes its turn in the same rotation: timed in one block after the
+    configs, it read 20-60% high on many shapes in the thirtieth session's three tuner processes while the
+    bench's GEMM mode read it normally (bench/NOTES.md)."""
     timer = bench.CudaTimer(device)
     timings = {}
     per_round = max(1, iters // max(1, rounds))
@@ -52,13 +58,16 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
             linear(x, w, b, out=out, config=name)
             if bench.compare_gemm(out, ref)["ok"]:
                 samples[name] = []
-        for order in round_orders(list(samples), rounds):
+        calls = {name: (lambda name=name: linear(x, w, b, out=out, config=name)) for name in samples}
+        # cuBLAS in the same conditions, for the reader (never a candidate: callers get our kernels).
+        calls[_CUBLAS] = lambda: F.linear(x, w, b)
+        cublas_samples: list[float] = []
+        for order in round_orders(list(calls), rounds):
             for name in order:
-                samples[name] += timer(lambda: linear(x, w, b, out=out, config=name), per_round, warmup)
+                (cublas_samples if name == _CUBLAS else samples[name]).extend(timer(calls[name], per_round, warmup))
         # None: wrong on this shape, never chosen.
         row = {n: bench.time_stats(samples[n])["us_median"] if n in samples else None for n in configs}
-        # cuBLAS in the same conditions, for the reader (never a candidate: callers get our kernels).
-        cublas = bench.time_stats(timer(lambda: F.linear(x, w, b), iters, warmup))["us_median"]
+        cublas = bench.time_stats(cublas_samples)["us_median"]
         timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row, "cublas_us": cublas}
         best = min((us, n) for n, us in row.items() if us is not None)
         print(f"{s.label:>22}  " + "  ".join(f"{n}={us:.1f}" if us else f"{n}=FAIL" for n, us in row.items())
