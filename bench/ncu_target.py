@@ -11,16 +11,14 @@ import sys
 import torch
 
 import vlattn
-from vlattn import reference
+from vlattn import bench, reference
 from vlattn import workloads as W
 
 
 def cublas_mnk(m: int, n: int, k: int, bias: bool) -> None:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    wt = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g) * k ** -0.5
-    b = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g) if bias else None
-    print("cublas", f"{m}x{n}x{k}" + ("+b" if bias else ""))
+    shape = bench.GemmShape(m, n, k, bias)
+    x, wt, b = bench._gemm_operands(shape, torch.device("cuda"), 0)  # the GEMM mode's operands
+    print("cublas", shape.label)
     for _ in range(3):
         torch.nn.functional.linear(x, wt, b)
     torch.cuda.synchronize()

@@ -60,14 +60,13 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
                 samples[name] = []
         calls = {name: (lambda name=name: linear(x, w, b, out=out, config=name)) for name in samples}
         # cuBLAS in the same conditions, for the reader (never a candidate: callers get our kernels).
-        calls[_CUBLAS] = lambda: F.linear(x, w, b)
-        cublas_samples: list[float] = []
+        calls[_CUBLAS], samples[_CUBLAS] = (lambda: F.linear(x, w, b)), []
         for order in round_orders(list(calls), rounds):
             for name in order:
-                (cublas_samples if name == _CUBLAS else samples[name]).extend(timer(calls[name], per_round, warmup))
+                samples[name] += timer(calls[name], per_round, warmup)
+        cublas = bench.time_stats(samples.pop(_CUBLAS))["us_median"]
         # None: wrong on this shape, never chosen.
         row = {n: bench.time_stats(samples[n])["us_median"] if n in samples else None for n in configs}
-        cublas = bench.time_stats(cublas_samples)["us_median"]
         timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row, "cublas_us": cublas}
         best = min((us, n) for n, us in row.items() if us is not None)
         print(f"{s.label:>22}  " + "  ".join(f"{n}={us:.1f}" if us else f"{n}=FAIL" for n, us in row.items())
