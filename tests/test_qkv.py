@@ -494,7 +494,7 @@ torch.save(outs, sys.argv[1])
 def test_gemm_epilogue_exact(batch, seq, bias, mode, tmp_path):
     """Config "gemm" with every group that can take it on the GEMM whose epilogue applies bias, table
     RoPE and the head-major store in registers (VLATTN_QKV_GEMM_EPI=2: 007's q, k, v and 034's v from
-    1024 rows; 034's q and k keep the RoPE pass). Exact GEMM -> every bit equals the reference: rows that
+    1024 rows; 034's q through its 1-D cos/sin table, VLATTN_QKV_EPI_POS1D; 034's k keeps the RoPE pass). Exact GEMM -> every bit equals the reference: rows that
     cross batches and end inside a tile, odd head counts (a 256-column tile's second head out of range),
     no bias, both mRoPE splits. Run in a fresh process: the switch is read once."""
     cases, refs = [], []
@@ -540,10 +540,40 @@ def test_gemm_epilogue_is_bitwise_neutral(tmp_path, rng_seed):
     """Config "gemm" with the RoPE in the GEMM epilogue gives the bits of the GEMM + RoPE pass path
     (VLATTN_QKV_GEMM_EPI=0) on random (not exactly representable) inputs, both by the default rule (007
     at 4200 rows) and everywhere it can run on any tile (=2 ping-pong, =3 cooperative, =4 ping-pong
-    128 x 128; 034's v too):
+    128 x 128; 034's v and its q, through the 1-D cos/sin table, too):
     the same fp32 accumulators, the same roundings."""
     assert_switch_bitwise_neutral(_GEMM_EPI_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_EPI", 6,
                                   "RoPE epilogue vs the RoPE pass", values=("1", "2", "3", "4"))
+
+
+_EPI_POS1D_SCRIPT = r"""
+import sys, torch, vlattn
+torch.manual_seed(int(sys.argv[2]))
+outs = []
+# 034's q at 3 x 1550 = 4650 text rows (the default rule's epilogue GEMM from 4096 rows), positions up to
+# 8191, batches that end inside a tile; once by config "gemm", once automatically, on a caller's stream.
+lang = torch.randn(3, 1550, 512, dtype=torch.bfloat16, device="cuda")
+vis = torch.randn(3, 700, 512, dtype=torch.bfloat16, device="cuda")
+w = [torch.randn(h * 128, 512, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (10, 2, 2)]
+b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (10, 2, 2)]
+pos = torch.randint(0, 8192, (3, 1550), device="cuda")
+thw = torch.randint(0, 8192, (3, 700, 3), device="cuda")
+outs += list(vlattn.vision_qkv(lang, vis, pos, thw, w[0], b[0], w[1], b[1], w[2], b[2], config="gemm"))
+side = torch.cuda.Stream()
+with torch.cuda.stream(side):
+    outs += list(vlattn.vision_qkv(lang, vis, pos, thw, w[0], b[0], w[1], b[1], w[2], b[2]))
+torch.cuda.synchronize()
+torch.save([t.cpu() for t in outs], sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_gemm_epilogue_pos1d_is_bitwise_neutral(tmp_path, rng_seed):
+    """034's q with its 1-D position RoPE in the GEMM epilogue, read from the RoPE table kernel's cos/sin
+    (VLATTN_QKV_EPI_POS1D, default on), gives the bits of the GEMM + RoPE pass path (=0) on random
+    inputs: the same accumulators, the same table values, the same roundings."""
+    assert_switch_bitwise_neutral(_EPI_POS1D_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_EPI_POS1D", 6,
+                                  "1-D RoPE in the epilogue vs the RoPE pass")
 
 
 @requires_sm90

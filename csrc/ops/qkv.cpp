@@ -381,12 +381,27 @@ int gemm_epi_mode() {
   return mode == 0 || mode == 2 || mode == 3 || mode == 4 ? static_cast<int>(mode) : 1;
 }
 
-// Whether group g's projection can take the epilogue GEMM: table RoPE (full-head rotate-half) or none,
-// 4-byte aligned bias and tables (channel pairs are read as bf16x2), even table strides, and every even
-// channel in the same mrope plane as the next one.
+// VLATTN_QKV_EPI_POS1D (a dev switch, default on): a group with 1-D position RoPE (034's q) can take the
+// epilogue GEMM too. Its cos/sin are computed first into a table [cos m x 128 | sin m x 128]
+// (qkv_rope_table_sm90: the pass's own table kernel, the same bits), which the epilogue reads as table
+// RoPE with one plane; the y round trip and the q half of the RoPE pass go away.
+bool epi_pos1d_enabled() { return dev_switch_on(DevSwitch::kQkvEpiPos1D); }
+
+// The launch's one position mode (kPos1D / kPos3D) or kNone (qkv_config.h's rule).
+RopeMode launch_position_mode(const QkvParams& p) {
+  RopeMode modes[kQkvMaxGroups] = {};
+  for (int g = 0; g < p.num_groups && g < kQkvMaxGroups; ++g) modes[g] = p.groups[g].rope;
+  return rope_table_mode(modes, std::min(p.num_groups, kQkvMaxGroups));
+}
+
+// Whether group g's projection can take the epilogue GEMM: table RoPE (full-head rotate-half), 1-D
+// positions through a table (epi_pos1d_enabled; the launch's only position mode) or none, 4-byte aligned
+// bias and tables (channel pairs are read as bf16x2), even table strides, and every even channel in the
+// same mrope plane as the next one.
 bool epi_supported(const QkvParams& p, const QkvGroup& g) {
-  if (g.rope != RopeMode::kNone && g.rope != RopeMode::kTable) return false;
   if (reinterpret_cast<uintptr_t>(g.bias) % 4 != 0 || p.seq <= 0) return false;
+  if (g.rope == RopeMode::kPos1D) return epi_pos1d_enabled() && launch_position_mode(p) == RopeMode::kPos1D;
+  if (g.rope != RopeMode::kNone && g.rope != RopeMode::kTable) return false;
   if (g.rope == RopeMode::kTable) {
     const QkvRope& r = p.rope;
     if (reinterpret_cast<uintptr_t>(r.cos) % 4 != 0 || reinterpret_cast<uintptr_t>(r.sin) % 4 != 0) return false;
@@ -397,7 +412,9 @@ bool epi_supported(const QkvParams& p, const QkvGroup& g) {
   return true;
 }
 
-GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmParams& gp) {
+// pos_table: the launch's 1-D cos/sin table (qkv_rope_table_sm90) for a kPos1D group, read as table
+// RoPE whose three planes are one: row m = b * seq + s of cos at pos_table + 128 m, of sin 128 m later.
+GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmParams& gp, const void* pos_table) {
   GemmRopeEpiParams e;
   e.gemm = gp;
   e.mode = g.rope;
@@ -405,6 +422,16 @@ GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmPa
   e.epi.out = g.out;
   e.epi.heads = g.heads;
   e.epi.seq = p.seq;
+  if (g.rope == RopeMode::kPos1D) {
+    e.mode = RopeMode::kTable;
+    const auto* cos = static_cast<const uint16_t*>(pos_table);  // bf16
+    e.epi.cos = cos;
+    e.epi.sin = cos + p.m * kQkvHeadDim;
+    e.epi.tab_plane_stride = 0;
+    e.epi.tab_batch_stride = int64_t(p.seq) * kQkvHeadDim;
+    e.epi.tab_seq_stride = kQkvHeadDim;
+    return e;  // plane_bits all 0
+  }
   if (g.rope == RopeMode::kTable) {
     e.epi.cos = p.rope.cos;
     e.epi.sin = p.rope.sin;
@@ -453,6 +480,18 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   if (mode == 1 && n_epi < p.num_groups) {  // the rule: all of the launch's groups or none
     for (bool& e : epi) e = false;
     n_epi = 0;
+  }
+  // 1-D positions on the epilogue GEMM: their cos/sin table first, on the caller's stream before any
+  // fork (the caching allocator's block, freed on return: later work on this stream is ordered after).
+  at::Tensor pos_table;
+  for (int g = 0; g < p.num_groups && !pos_table.defined(); ++g) {
+    if (!epi[g] || p.groups[g].rope != RopeMode::kPos1D) continue;
+    const QkvParams* ps[1] = {&p};
+    const size_t bytes = qkv_rope_table_bytes(ps, 1);
+    pos_table = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
+    const cudaError_t err = qkv_rope_table_sm90(p, pos_table.data_ptr(), bytes);
+    VLATTN_HOST_MARK("qkv.gemm_rope.pos_table");
+    TORCH_CHECK(err == cudaSuccess, op, ": RoPE table launch failed: ", cudaGetErrorString(err));
   }
   // A token-major v (the layers, QkvOutputs::v_token_major) is its plain GEMM's output: no y, no pass.
   bool direct[kQkvMaxGroups] = {};
@@ -514,7 +553,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     c10::cuda::OptionalCUDAStreamGuard on;
     if (on_side) on.reset_stream(*side_stream);
     if (epi[g]) {
-      const GemmStatus status = run_gemm_epi(epi_params(p, grp, gp), tile, x.options());
+      const GemmStatus status =
+          run_gemm_epi(epi_params(p, grp, gp, pos_table.defined() ? pos_table.data_ptr() : nullptr), tile, x.options());
       VLATTN_HOST_MARK("qkv.gemm_rope.gemm_epi");
       TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM with the RoPE epilogue failed for M=",
                   num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));

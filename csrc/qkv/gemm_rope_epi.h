@@ -5,13 +5,17 @@
 //
 // The epilogue works on the wgmma accumulators in registers: a thread holds columns c and c + 64 of
 // every head of its rows, so the full-head rotate-half pairs (RopeMode kTable) and kNone need no data
-// exchange. kPos3D (034's t/h/w segments pair c with c +- 21 / 22, held by other lanes) is not supported
-// here, and kPos1D is not built (its cos/sin computed in the epilogue measured slower than the pass):
-// those groups keep the GEMM + RoPE-pass path.
+// exchange. kPos1D (034's q) runs as kTable with one plane, reading a cos/sin table that the RoPE pass's
+// table kernel writes first (csrc/ops/qkv.cpp, VLATTN_QKV_EPI_POS1D; computing them in the epilogue
+// measured ~50 us per tile). kPos3D (034's t/h/w segments pair c with c +- 21 / 22, held by other lanes)
+// is not supported here: those groups keep the GEMM + RoPE-pass path.
 //
 // Numerics are the two-pass path's, element for element: y = bf16(acc + bias) (F.linear's rounding),
 // then out = bf16(bf16(y * cos) + bf16(rot(y) * sin)) with the same table cos/sin: the same bits as
-// config "gemm" for the same accumulators. When it runs: qkv_gemm_epi_tile (qkv/qkv_config.h).
+// config "gemm" for the same accumulators. The RoPE runs on packed bf16x2 (qkv::rope_combine2), whose
+// products round once where the reference's fp32 products round twice: identical except for products
+// below 2^-126 in magnitude (bf16 subnormal results, last bit). When it runs: qkv_gemm_epi_tile
+// (qkv/qkv_config.h).
 #pragma once
 
 #include <cstddef>

@@ -62,8 +62,9 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 // - >= 8192 rows until the twenty-fifth session, 128 x 256 cooperative (its mainloop is the faster one
 //   there; the 64 x 256 ping-pong Q GEMM read 638 us against 542 at 16384 rows): B64 S256 1642.6 ->
 //   1615.3 (-1.7%), B32 S541 2072.0 -> 2059.8 (-0.6%); 8192 rows: fifteenth session call 2.
-// - 034 keeps the pass (its q needs 1-D positions, which cost ~50 us per tile in the epilogue; its v
-//   alone was not faster).
+// - 034 kept the pass until the thirty-first session (its q needs 1-D positions, which cost ~50 us per
+//   tile computed in the epilogue; its v alone was not faster). Since then its q launch takes the
+//   epilogue GEMM by the same rule, its cos/sin from a table kernel first (VLATTN_QKV_EPI_POS1D).
 // - >= 8192 rows since the twenty-sixth session, 128 x 128 ping-pong (one head per tile, two 64-row atoms
 //   per warpgroup; the epilogue under the other warpgroup's mainloop with a 128-row tile's operand reuse).
 //   Cross-process runs could not decide it (twenty-fifth session calls 3-5: -2.2%, then within the

@@ -78,6 +78,10 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
 // computing them per thread (qkv_rope_table_pays in qkv_config.h says when). Same bits either way.
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
                                int n, void* table = nullptr, size_t table_bytes = 0);
+// The table alone, for one launch whose groups use one position mode (rope_table_mode): cos [m, 128] then
+// sin [m, 128] bf16 into `table` (16-byte aligned, at least qkv_rope_table_bytes of p), on p.stream with
+// programmatic dependent launch. The RoPE epilogue GEMM reads it for 1-D positions (csrc/ops/qkv.cpp).
+cudaError_t qkv_rope_table_sm90(const QkvParams& p, void* table, size_t table_bytes);
 // Workspace bytes of those tables: m x 128 x 2 bf16 for each launch whose groups use one position mode
 // (kPos1D or kPos3D); 0 when no launch has one (007's table RoPE needs none).
 size_t qkv_rope_table_bytes(const QkvParams* const* ps, int n);

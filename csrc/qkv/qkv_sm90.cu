@@ -221,6 +221,42 @@ size_t qkv_rope_table_bytes(const QkvParams* const* ps, int n) {
   return bytes;
 }
 
+// The cos/sin tables of n launches (qkv_rope_table_bytes) in one rope_table_kernel, in the caller's
+// workspace (16-byte aligned; m x 512 bytes per launch keeps each table aligned); tabs[i] gets launch i's
+// table or nullptr (no position mode).
+static cudaError_t launch_rope_tables(const QkvParams* const* ps, int n, void* table, size_t table_bytes,
+                                     __nv_bfloat16** tabs) {
+  if (reinterpret_cast<uintptr_t>(table) % 16 != 0 || table_bytes < qkv_rope_table_bytes(ps, n))
+    return cudaErrorInvalidValue;
+  qkv::RopeTableLaunches tl{};
+  auto* at = static_cast<__nv_bfloat16*>(table);
+  unsigned blocks = 0;
+  for (int i = 0; i < n; ++i) {
+    tabs[i] = nullptr;
+    const size_t bytes = rope_table_bytes_of(*ps[i]);
+    if (bytes == 0) continue;
+    tl.launch[i].rope = ps[i]->rope;
+    tl.launch[i].mode = rope_table_mode(*ps[i]);
+    tl.launch[i].m = ps[i]->m;
+    tl.launch[i].seq = ps[i]->seq;
+    tl.launch[i].tab = at;
+    tabs[i] = at;
+    at += bytes / sizeof(__nv_bfloat16);
+    constexpr int kRows = qkv::kRopeTableThreads / kQkvHeadDim;
+    blocks = std::max(blocks, static_cast<unsigned>((ps[i]->m + kRows - 1) / kRows));
+  }
+  if (blocks == 0) return cudaSuccess;
+  return launch_pdl(&qkv::rope_table_kernel, dim3(blocks, static_cast<unsigned>(n)), dim3(qkv::kRopeTableThreads),
+                    0, ps[0]->stream, 0, tl);
+}
+
+cudaError_t qkv_rope_table_sm90(const QkvParams& p, void* table, size_t table_bytes) {
+  if (p.m < 1 || p.seq < 1 || rope_table_mode(p) == RopeMode::kNone) return cudaErrorNotSupported;
+  const QkvParams* ps[1] = {&p};
+  __nv_bfloat16* tabs[1] = {};
+  return launch_rope_tables(ps, 1, table, table_bytes, tabs);
+}
+
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
                                int n, void* table, size_t table_bytes) {
   if (n < 1 || n > qkv::kRopeRowsMaxLaunches) return cudaErrorNotSupported;
@@ -234,32 +270,12 @@ cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* co
     grid.y = std::max(grid.y, rl.blocks_y[i]);
     for (int g = 0; g < ps[i]->num_groups; ++g) modes |= 1 << int(ps[i]->groups[g].rope);
   }
-  // The cos/sin tables first (qkv_rope_table_pays): one kernel for every launch that has one, in the
-  // caller's workspace (16-byte aligned; m x 512 bytes per launch keeps each table aligned).
+  // The cos/sin tables first (qkv_rope_table_pays), which the pass then reads.
   if (table != nullptr) {
-    if (reinterpret_cast<uintptr_t>(table) % 16 != 0 || table_bytes < qkv_rope_table_bytes(ps, n))
-      return cudaErrorInvalidValue;
-    qkv::RopeTableLaunches tl{};
-    auto* at = static_cast<__nv_bfloat16*>(table);
-    unsigned blocks = 0;
-    for (int i = 0; i < n; ++i) {
-      const size_t bytes = rope_table_bytes_of(*ps[i]);
-      if (bytes == 0) continue;
-      tl.launch[i].rope = ps[i]->rope;
-      tl.launch[i].mode = rope_table_mode(*ps[i]);
-      tl.launch[i].m = ps[i]->m;
-      tl.launch[i].seq = ps[i]->seq;
-      tl.launch[i].tab = at;
-      rl.launch[i].tab = at;
-      at += bytes / sizeof(__nv_bfloat16);
-      constexpr int kRows = qkv::kRopeTableThreads / kQkvHeadDim;
-      blocks = std::max(blocks, static_cast<unsigned>((ps[i]->m + kRows - 1) / kRows));
-    }
-    if (blocks > 0) {
-      const cudaError_t err = launch_pdl(&qkv::rope_table_kernel, dim3(blocks, static_cast<unsigned>(n)),
-                                         dim3(qkv::kRopeTableThreads), 0, ps[0]->stream, 0, tl);
-      if (err != cudaSuccess) return err;
-    }
+    __nv_bfloat16* tabs[qkv::kRopeRowsMaxLaunches] = {};
+    const cudaError_t err = launch_rope_tables(ps, n, table, table_bytes, tabs);
+    if (err != cudaSuccess) return err;
+    for (int i = 0; i < n; ++i) rl.launch[i].tab = tabs[i];
   }
   // One instantiation per mode set the layers use (007: table + none; 034's launches apart: 1-D, and
   // t/h/w + none), one with every mode for anything else, and two launches (034's in one pass) always

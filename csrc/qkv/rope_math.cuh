@@ -19,6 +19,23 @@ CUTLASS_DEVICE float rope_combine(float x, float r, float c, float s) {
   return __fadd_rn(bf(__fmul_rn(x, c)), bf(__fmul_rn(r, s)));
 }
 
+// The same for a pair of channels in packed bf16x2 registers, in three sm_90 instructions instead of
+// ~24 (unpack, fp32 multiply, round, repack per channel): mul.rn.bf16x2 rounds the exact product, as
+// fp32 multiply + bf16 rounding does (a product of two bf16 values is exact in fp32 unless it is below
+// fp32's normal range, |x * c| < 2^-126, where the fp32 route rounds twice: there the two may differ in
+// the last bit of a bf16 subnormal); add.rn / sub.rn.bf16x2 of two bf16 values equals fp32 add + bf16
+// rounding (the fp32 sum is exact, or off by less than a bf16 half-ulp away from a bf16 tie). `minus`
+// takes the rotate-half sign: bf16(x c) - bf16(r s) == bf16(x c) + bf16((-r) s) (RN is sign-symmetric).
+// Inline asm, so the compiler cannot contract a multiply and the add into one fma.
+CUTLASS_DEVICE uint32_t rope_combine2(uint32_t x, uint32_t r, uint32_t c, uint32_t s, bool minus) {
+  uint32_t xc, rs, out;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(xc) : "r"(x), "r"(c));
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(rs) : "r"(r), "r"(s));
+  if (minus) asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(xc), "r"(rs));
+  else asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(xc), "r"(rs));
+  return out;
+}
+
 // cos/sin of an integer position times an inverse frequency, as the reference computes its tables:
 // fp32 angle, accurate cosf/sinf (positions reach 8191: fast-math intrinsics are wrong there), rounded
 // to bf16.

@@ -32,7 +32,7 @@
 #include "kernels/gemm_config.h"
 #include "kernels/sm90_gemm.cuh"  // set_tile_order, launch_gemm_kernel
 #include "qkv/gemm_rope_epi.h"
-#include "qkv/rope_math.cuh"  // bf, rope_combine
+#include "qkv/rope_math.cuh"  // rope_combine2
 
 namespace vlattn {
 namespace gemm_epi {
@@ -227,20 +227,15 @@ class RopeStoreEpilogue {
         uint32_t o[2][8];             // [half][j]: channels 8 j + 2 q, + 1 of the first / second half
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < 8; ++j) {
-          __nv_bfloat162 o1 = y[r][h][j][0], o2 = y[r][h][j][1];
+          const uint32_t y1 = *reinterpret_cast<const uint32_t*>(&y[r][h][j][0]);
+          const uint32_t y2 = *reinterpret_cast<const uint32_t*>(&y[r][h][j][1]);
           if constexpr (kMode == RopeMode::kTable) {  // rotate-half: first half reads -x[c + 64], second x[c - 64]
-            const float2 y1 = __bfloat1622float2(o1), y2 = __bfloat1622float2(o2);
-            const float2 c1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][0]));
-            const float2 s1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][1]));
-            const float2 c2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][2]));
-            const float2 s2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&tab[j][3]));
-            o1 = __floats2bfloat162_rn(qkv::rope_combine(y1.x, -y2.x, c1.x, s1.x),
-                                       qkv::rope_combine(y1.y, -y2.y, c1.y, s1.y));
-            o2 = __floats2bfloat162_rn(qkv::rope_combine(y2.x, y1.x, c2.x, s2.x),
-                                       qkv::rope_combine(y2.y, y1.y, c2.y, s2.y));
+            o[0][j] = qkv::rope_combine2(y1, y2, tab[j][0], tab[j][1], /*minus=*/true);
+            o[1][j] = qkv::rope_combine2(y2, y1, tab[j][2], tab[j][3], /*minus=*/false);
+          } else {
+            o[0][j] = y1;
+            o[1][j] = y2;
           }
-          o[0][j] = *reinterpret_cast<const uint32_t*>(&o1);
-          o[1][j] = *reinterpret_cast<const uint32_t*>(&o2);
         }
         // 16-byte stores: the four lanes of a row hold channel pairs 2 q of groups j..j+3; after a 4 x 4
         // transpose across them, lane q holds all 8 channels of group j + q.
