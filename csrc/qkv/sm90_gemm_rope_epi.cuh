@@ -163,6 +163,21 @@ class RopeStoreEpilogue {
       s[r] = live[r] ? m - b[r] * p_.seq : 0;
     }
 
+    // The table offset of each channel pair this thread holds, first and second half (plane * stride +
+    // channel; d and d + 1 share a plane: even section boundaries, host): the same for all its rows.
+    int64_t tab_off[8][2];
+    if constexpr (kMode == RopeMode::kTable) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        const int d = chan(j);
+        const int shift = 2 * (d % 16);
+        const int plane1 = (p_.plane_bits[j / 2] >> shift) & 3;
+        const int plane2 = (p_.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
+        tab_off[j][0] = plane1 * p_.tab_plane_stride + d;
+        tab_off[j][1] = plane2 * p_.tab_plane_stride + d + kHalf;
+      }
+    }
+
     // 1. Loads: bias of every column this thread holds.
     uint32_t bias_raw[H][8][2];
     CUTLASS_PRAGMA_UNROLL
@@ -201,23 +216,18 @@ class RopeStoreEpilogue {
       if (!__any_sync(0xffffffffu, live[r])) continue;
       __nv_bfloat16* out_row =
           static_cast<__nv_bfloat16*>(p_.out) + (int64_t(b[r]) * p_.heads * p_.seq + s[r]) * kQkvHeadDim;
-      // 3. kTable: this row's cos/sin (d and d + 1 share a plane: even section boundaries, host), all
-      // loads in flight together.
+      // 3. kTable: this row's cos/sin, all loads in flight together.
       uint32_t tab[8][4];  // cos first half, sin first half, cos second half, sin second half
       if constexpr (kMode == RopeMode::kTable) {
+        const int64_t row = b[r] * p_.tab_batch_stride + s[r] * p_.tab_seq_stride;
+        const __nv_bfloat16* cos_row = cos_tab + row;
+        const __nv_bfloat16* sin_row = sin_tab + row;
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < 8; ++j) {
-          const int d = chan(j);
-          const int shift = 2 * (d % 16);
-          const int plane1 = (p_.plane_bits[j / 2] >> shift) & 3;
-          const int plane2 = (p_.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
-          const int64_t row = b[r] * p_.tab_batch_stride + s[r] * p_.tab_seq_stride + d;
-          const int64_t o1 = plane1 * p_.tab_plane_stride + row;
-          const int64_t o2 = plane2 * p_.tab_plane_stride + row + kHalf;
-          tab[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_tab + o1));
-          tab[j][1] = __ldg(reinterpret_cast<const unsigned int*>(sin_tab + o1));
-          tab[j][2] = __ldg(reinterpret_cast<const unsigned int*>(cos_tab + o2));
-          tab[j][3] = __ldg(reinterpret_cast<const unsigned int*>(sin_tab + o2));
+          tab[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][0]));
+          tab[j][1] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][0]));
+          tab[j][2] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][1]));
+          tab[j][3] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][1]));
         }
       }
       CUTLASS_PRAGMA_UNROLL
