@@ -246,6 +246,10 @@ static cudaError_t launch_rope_tables(const QkvParams* const* ps, int n, void* t
     blocks = std::max(blocks, static_cast<unsigned>((ps[i]->m + kRows - 1) / kRows));
   }
   if (blocks == 0) return cudaSuccess;
+  // At most 8 blocks per SM (the kernel strides over the rows): 034 B64 Lq256's 16384 rows took 16.2 us
+  // in 8192 blocks, each computing the 128 frequencies (powf) for its two rows.
+  const unsigned cap = 8u * static_cast<unsigned>(ps[0]->sm_count > 0 ? ps[0]->sm_count : 132);
+  blocks = std::min(blocks, cap);
   return launch_pdl(&qkv::rope_table_kernel, dim3(blocks, static_cast<unsigned>(n)), dim3(qkv::kRopeTableThreads),
                     0, ps[0]->stream, 0, tl);
 }

@@ -1135,28 +1135,33 @@ CUTLASS_DEVICE void rope_table_rows(RopeTableParams const& tp, float* inv_freq) 
   if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(tp.rope, M, t);  // no global memory
   __syncthreads();
   pdl_enter();  // the positions may come from the kernel before (launch/pdl.h contract)
-  const int m = static_cast<int>(blockIdx.x) * (kRopeTableThreads / kQkvHeadDim) + t / kQkvHeadDim;
-  if (m >= tp.m) return;
-  const int b = m / tp.seq, s = m - b * tp.seq;
   QkvRope const& rope = tp.rope;
-  if constexpr (M == RopeMode::kPos1D) {
-    // Channels c and c + 64 share their position and frequency (channel_inv_freq: c % 64), so the row's
-    // 128 threads split the work: thread c < 64 computes the cos of frequency c, thread 64 + c its sin,
-    // each stored for both halves. The operands and the cosf / sinf are pos_cos_sin's: the same bits.
-    const int f = c % (kQkvHeadDim / 2);
-    const int64_t pos = channel_position(rope, M, rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride, c);
-    const float angle = __fmul_rn(static_cast<float>(pos), inv_freq[f]);
-    const bool is_sin = c >= kQkvHeadDim / 2;
-    const __nv_bfloat16 v = __float2bfloat16_rn(is_sin ? sinf(angle) : cosf(angle));
-    __nv_bfloat16* dst = tp.tab + (int64_t(is_sin ? tp.m : 0) + m) * kQkvHeadDim + f;
-    dst[0] = v;
-    dst[kQkvHeadDim / 2] = v;
-  } else {
-    float cs, sn;  // as chunk_cos_sin computes channel c of this row
-    pos_cos_sin(channel_position(rope, M, rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride, c),
-                inv_freq[c], cs, sn);
-    tp.tab[int64_t(m) * kQkvHeadDim + c] = __float2bfloat16_rn(cs);  // exact: cs is a bf16 value
-    tp.tab[(int64_t(tp.m) + m) * kQkvHeadDim + c] = __float2bfloat16_rn(sn);
+  // Grid-stride over the rows (the grid is capped at a few blocks per SM: each block computes the
+  // 128 inverse frequencies, a powf and a division each, once for all of its rows).
+  constexpr int kRows = kRopeTableThreads / kQkvHeadDim;
+  for (int m = static_cast<int>(blockIdx.x) * kRows + t / kQkvHeadDim; m < tp.m;
+       m += static_cast<int>(gridDim.x) * kRows) {
+    const int b = m / tp.seq, s = m - b * tp.seq;
+    if constexpr (M == RopeMode::kPos1D) {
+      // Channels c and c + 64 share their position and frequency (channel_inv_freq: c % 64), so the
+      // row's 128 threads split the work: thread c < 64 computes the cos of frequency c, thread 64 + c
+      // its sin, each stored for both halves. The operands and cosf / sinf are pos_cos_sin's: same bits.
+      const int f = c % (kQkvHeadDim / 2);
+      const int64_t pos =
+          channel_position(rope, M, rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride, c);
+      const float angle = __fmul_rn(static_cast<float>(pos), inv_freq[f]);
+      const bool is_sin = c >= kQkvHeadDim / 2;
+      const __nv_bfloat16 v = __float2bfloat16_rn(is_sin ? sinf(angle) : cosf(angle));
+      __nv_bfloat16* dst = tp.tab + (int64_t(is_sin ? tp.m : 0) + m) * kQkvHeadDim + f;
+      dst[0] = v;
+      dst[kQkvHeadDim / 2] = v;
+    } else {
+      float cs, sn;  // as chunk_cos_sin computes channel c of this row
+      pos_cos_sin(channel_position(rope, M, rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride, c),
+                  inv_freq[c], cs, sn);
+      tp.tab[int64_t(m) * kQkvHeadDim + c] = __float2bfloat16_rn(cs);  // exact: cs is a bf16 value
+      tp.tab[(int64_t(tp.m) + m) * kQkvHeadDim + c] = __float2bfloat16_rn(sn);
+    }
   }
 }
 
