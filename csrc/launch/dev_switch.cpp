@@ -27,7 +27,7 @@ constexpr Entry kTable[] = {
     {"VLATTN_QKV_ROPE_MERGE", 1, true},
     {"VLATTN_QKV_ROPE_TABLE", 1, false},
     {"VLATTN_QKV_GEMM_EPI", 1, false},
-    {"VLATTN_QKV_EPI_POS1D", 1, true},
+    {"VLATTN_QKV_EPI_POS1D", 1, false},
     {"VLATTN_QKV_PLAN", 1, true},
     {"VLATTN_QKV_GROUPED_MIN_M", kQkvGroupedMinRows, false},
     {"VLATTN_QKV_V_TOKEN_MAJOR", 1, true},

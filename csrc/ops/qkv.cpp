@@ -385,7 +385,10 @@ int gemm_epi_mode() {
 // epilogue GEMM too. Its cos/sin are computed first into a table [cos m x 128 | sin m x 128]
 // (qkv_rope_table_sm90: the pass's own table kernel, the same bits), which the epilogue reads as table
 // RoPE with one plane; the y round trip and the q half of the RoPE pass go away.
+// =2 (an A/B): such a launch takes the 128 x 256 cooperative tile wherever the rule picks the 128 x 128
+// ping-pong one (034's q from 8192 rows; the graph timeline read it 47 us faster on B64 Lq256's q).
 bool epi_pos1d_enabled() { return dev_switch_on(DevSwitch::kQkvEpiPos1D); }
+bool epi_pos1d_coop() { return dev_switch(DevSwitch::kQkvEpiPos1D) == 2; }
 
 // The launch's one position mode (kPos1D / kPos3D) or kNone (qkv_config.h's rule).
 RopeMode launch_position_mode(const QkvParams& p) {
@@ -466,11 +469,14 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   // go through y and the RoPE pass. y holds rest's groups only.
   // The tile: the measured rule, or the one an A/B forces (2: ping-pong, 3: cooperative).
   const int mode = gemm_epi_mode();
-  const QkvEpiTile tile = mode == 0   ? QkvEpiTile::kNone
-                          : mode == 2 ? QkvEpiTile::kPingPong64x256
-                          : mode == 3 ? QkvEpiTile::kCoop128x256
-                          : mode == 4 ? QkvEpiTile::kPingPong128x128
-                                      : qkv_gemm_epi_tile(p.m);
+  QkvEpiTile tile = mode == 0   ? QkvEpiTile::kNone
+                    : mode == 2 ? QkvEpiTile::kPingPong64x256
+                    : mode == 3 ? QkvEpiTile::kCoop128x256
+                    : mode == 4 ? QkvEpiTile::kPingPong128x128
+                                : qkv_gemm_epi_tile(p.m);
+  if (mode == 1 && tile == QkvEpiTile::kPingPong128x128 && epi_pos1d_coop() &&
+      launch_position_mode(p) == RopeMode::kPos1D)
+    tile = QkvEpiTile::kCoop128x256;
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;
   for (int g = 0; g < p.num_groups; ++g) {
