@@ -386,7 +386,8 @@ int gemm_epi_mode() {
 // (qkv_rope_table_sm90: the pass's own table kernel, the same bits), which the epilogue reads as table
 // RoPE with one plane; the y round trip and the q half of the RoPE pass go away.
 // =2 (an A/B): such a launch takes the 128 x 256 cooperative tile wherever the rule picks the 128 x 128
-// ping-pong one (034's q from 8192 rows; the graph timeline read it 47 us faster on B64 Lq256's q).
+// ping-pong one (034's q from 8192 rows: the graph timeline read it 47 us faster on B64 Lq256's q, but the
+// layers did not follow, bench/NOTES.md thirty-first session call 4; the rule stays).
 bool epi_pos1d_enabled() { return dev_switch_on(DevSwitch::kQkvEpiPos1D); }
 bool epi_pos1d_coop() { return dev_switch(DevSwitch::kQkvEpiPos1D) == 2; }
 
@@ -429,7 +430,7 @@ GemmRopeEpiParams epi_params(const QkvParams& p, const QkvGroup& g, const GemmPa
     e.mode = RopeMode::kTable;
     const auto* cos = static_cast<const uint16_t*>(pos_table);  // bf16
     e.epi.cos = cos;
-    e.epi.sin = cos + p.m * kQkvHeadDim;
+    e.epi.sin = cos + int64_t(p.m) * kQkvHeadDim;
     e.epi.tab_plane_stride = 0;
     e.epi.tab_batch_stride = int64_t(p.seq) * kQkvHeadDim;
     e.epi.tab_seq_stride = kQkvHeadDim;
