@@ -391,20 +391,13 @@ int gemm_epi_mode() {
 bool epi_pos1d_enabled() { return dev_switch_on(DevSwitch::kQkvEpiPos1D); }
 bool epi_pos1d_coop() { return dev_switch(DevSwitch::kQkvEpiPos1D) == 2; }
 
-// The launch's one position mode (kPos1D / kPos3D) or kNone (qkv_config.h's rule).
-RopeMode launch_position_mode(const QkvParams& p) {
-  RopeMode modes[kQkvMaxGroups] = {};
-  for (int g = 0; g < p.num_groups && g < kQkvMaxGroups; ++g) modes[g] = p.groups[g].rope;
-  return rope_table_mode(modes, std::min(p.num_groups, kQkvMaxGroups));
-}
-
 // Whether group g's projection can take the epilogue GEMM: table RoPE (full-head rotate-half), 1-D
 // positions through a table (epi_pos1d_enabled; the launch's only position mode) or none, 4-byte aligned
 // bias and tables (channel pairs are read as bf16x2), even table strides, and every even channel in the
 // same mrope plane as the next one.
 bool epi_supported(const QkvParams& p, const QkvGroup& g) {
   if (reinterpret_cast<uintptr_t>(g.bias) % 4 != 0 || p.seq <= 0) return false;
-  if (g.rope == RopeMode::kPos1D) return epi_pos1d_enabled() && launch_position_mode(p) == RopeMode::kPos1D;
+  if (g.rope == RopeMode::kPos1D) return epi_pos1d_enabled() && rope_table_mode(p) == RopeMode::kPos1D;
   if (g.rope != RopeMode::kNone && g.rope != RopeMode::kTable) return false;
   if (g.rope == RopeMode::kTable) {
     const QkvRope& r = p.rope;
@@ -476,7 +469,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
                     : mode == 4 ? QkvEpiTile::kPingPong128x128
                                 : qkv_gemm_epi_tile(p.m);
   if (mode == 1 && tile == QkvEpiTile::kPingPong128x128 && epi_pos1d_coop() &&
-      launch_position_mode(p) == RopeMode::kPos1D)
+      rope_table_mode(p) == RopeMode::kPos1D)
     tile = QkvEpiTile::kCoop128x256;
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;

@@ -66,6 +66,15 @@ struct QkvParams {
 };
 
 
+// The position mode whose cos/sin one table can hold for launch p (rule: rope_table_mode, qkv_config.h):
+// the RoPE pass's tables and the epilogue GEMM's 1-D table (csrc/ops/qkv.cpp) ask the same question.
+inline RopeMode rope_table_mode(const QkvParams& p) {
+  RopeMode modes[kQkvMaxGroups] = {};
+  const int count = p.num_groups < kQkvMaxGroups ? p.num_groups : kQkvMaxGroups;
+  for (int g = 0; g < count; ++g) modes[g] = p.groups[g].rope;
+  return rope_table_mode(modes, count);
+}
+
 // Returns cudaSuccess or the launch error; cudaErrorNotSupported for an illegal problem that the
 // host checks should have rejected (kept as a second line of defence).
 cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);

@@ -203,14 +203,6 @@ static bool make_rope_rows(const QkvParams& p, const void* const* y, const int64
   return true;
 }
 
-// The position mode whose cos/sin a table can hold for launch p (rule: rope_table_mode, qkv_config.h).
-static RopeMode rope_table_mode(const QkvParams& p) {
-  RopeMode modes[kQkvMaxGroups] = {};
-  const int count = p.num_groups < kQkvMaxGroups ? p.num_groups : kQkvMaxGroups;
-  for (int g = 0; g < count; ++g) modes[g] = p.groups[g].rope;
-  return rope_table_mode(modes, count);
-}
-
 static size_t rope_table_bytes_of(const QkvParams& p) {
   return rope_table_mode(p) == RopeMode::kNone || p.m < 1 ? 0 : size_t(p.m) * kQkvHeadDim * 2 * sizeof(__nv_bfloat16);
 }
