@@ -104,7 +104,8 @@ class RopeStoreEpilogue {
            (kMode != RopeMode::kTable ||
             (a.cos != nullptr && a.sin != nullptr && reinterpret_cast<uintptr_t>(a.cos) % 4 == 0 &&
              reinterpret_cast<uintptr_t>(a.sin) % 4 == 0 && a.tab_plane_stride % 2 == 0 &&
-             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0));
+             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0 && a.tab_plane_stride >= 0 &&
+             2 * a.tab_plane_stride + kQkvHeadDim < (int64_t(1) << 31)));
   }
 
   CUTLASS_HOST_DEVICE explicit RopeStoreEpilogue(Params const& params, SharedStorage const& = SharedStorage())
@@ -165,7 +166,7 @@ class RopeStoreEpilogue {
 
     // The table offset of each channel pair this thread holds, first and second half (plane * stride +
     // channel; d and d + 1 share a plane: even section boundaries, host): the same for all its rows.
-    int64_t tab_off[8][2];
+    int tab_off[8][2];  // < 2^31: can_implement
     if constexpr (kMode == RopeMode::kTable) {
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 8; ++j) {
@@ -173,10 +174,27 @@ class RopeStoreEpilogue {
         const int shift = 2 * (d % 16);
         const int plane1 = (p_.plane_bits[j / 2] >> shift) & 3;
         const int plane2 = (p_.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
-        tab_off[j][0] = plane1 * p_.tab_plane_stride + d;
-        tab_off[j][1] = plane2 * p_.tab_plane_stride + d + kHalf;
+        tab_off[j][0] = plane1 * int(p_.tab_plane_stride) + d;
+        tab_off[j][1] = plane2 * int(p_.tab_plane_stride) + d + kHalf;
       }
     }
+
+    // A row's cos/sin (kTable): 32 words, all loads in flight together. Row r + 1's are issued before
+    // row r's RoPE and stores, so that their round trip overlaps row r's work.
+    auto load_tab = [&](int r, uint32_t (&t)[8][4]) {
+      if constexpr (kMode == RopeMode::kTable) {
+        const int64_t row = b[r] * p_.tab_batch_stride + s[r] * p_.tab_seq_stride;
+        const __nv_bfloat16* cos_row = cos_tab + row;
+        const __nv_bfloat16* sin_row = sin_tab + row;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 8; ++j) {
+          t[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][0]));
+          t[j][1] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][0]));
+          t[j][2] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][1]));
+          t[j][3] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][1]));
+        }
+      }
+    };
 
     // 1. Loads: bias of every column this thread holds.
     uint32_t bias_raw[H][8][2];
@@ -206,30 +224,30 @@ class RopeStoreEpilogue {
                                                      __fadd_rn(acc(at(1, r, v2)), bb.y));
           }
 
+    // One row ahead on the tiles with two rows per thread (the cooperative 128 x 256 and the ping-pong
+    // 64 x 256 ones); the 128 x 128 ping-pong tile's four rows spilled 184 B with it, and its epilogue
+    // runs under the other warpgroup's mainloop anyway.
+    constexpr bool kAhead = R <= 2;
+    uint32_t tab_next[8][4];
+    if (kAhead) load_tab(0, tab_next);  // after the accumulators die: issued with the bias, they spilled
+
     // 4. RoPE (the reference's three roundings) and the head-major stores.
     const int64_t head_stride = int64_t(p_.seq) * kQkvHeadDim;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < R; ++r) {
-      // Skipped only when no row of the warp is live (the shuffles below need every lane); a dead row
-      // among live ones reads row (0, 0) and stores nothing. The branch also keeps this row's table
-      // loads after the previous row's stores (hoisted above them, both rows' tables spilled).
+      // Skipped only when no row of the warp is live (the shuffles below need every lane; the rows after
+      // it are dead too); a dead row among live ones reads row (0, 0) and stores nothing.
       if (!__any_sync(0xffffffffu, live[r])) continue;
       __nv_bfloat16* out_row =
           static_cast<__nv_bfloat16*>(p_.out) + (int64_t(b[r]) * p_.heads * p_.seq + s[r]) * kQkvHeadDim;
-      // 3. kTable: this row's cos/sin, all loads in flight together.
-      uint32_t tab[8][4];  // cos first half, sin first half, cos second half, sin second half
-      if constexpr (kMode == RopeMode::kTable) {
-        const int64_t row = b[r] * p_.tab_batch_stride + s[r] * p_.tab_seq_stride;
-        const __nv_bfloat16* cos_row = cos_tab + row;
-        const __nv_bfloat16* sin_row = sin_tab + row;
+      // 3. kTable: this row's cos/sin (loaded a row ahead where kAhead), then the next row's loads.
+      uint32_t tab[8][4];
+      if (!kAhead) load_tab(r, tab_next);
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j)
         CUTLASS_PRAGMA_UNROLL
-        for (int j = 0; j < 8; ++j) {
-          tab[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][0]));
-          tab[j][1] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][0]));
-          tab[j][2] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][1]));
-          tab[j][3] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][1]));
-        }
-      }
+        for (int k = 0; k < 4; ++k) tab[j][k] = tab_next[j][k];
+      if (kAhead && r + 1 < R) load_tab(r + 1, tab_next);
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < H; ++h) {
         const int head = head0 + h;
