@@ -493,18 +493,14 @@ torch.save(outs, sys.argv[1])
 
 
 @requires_sm90
-@pytest.mark.parametrize("q_release", ["1", "0"])
 @pytest.mark.parametrize("mask_smem", ["0", "2"])
-def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem, q_release):
+def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
     """VLATTN_ATTN_PERSISTENT=2 runs every launch on the persistent grid (at most one CTA per SM, each
     striding over the work units, pipeline states carried from unit to unit); =0 on one CTA per unit.
     A unit's arithmetic does not depend on the CTA that runs it: the outputs must agree bitwise, with
-    the aligned masks' tiles staged in shared memory (MASK_SMEM=2) or read from global memory (0), and
-    with the persistent grid's Q tile handed to the next unit after the last Q K^T (VLATTN_ATTN_Q_RELEASE=1,
-    the default: the next Q lands while the last P V still runs) or after the last P V (0)."""
+    the aligned masks' tiles staged in shared memory (MASK_SMEM=2) or read from global memory (0)."""
     results = [outputs_in_subprocess(_PERSISTENT_SCRIPT, tmp_path / f"out_{persistent}.pt",
-                                     {"VLATTN_ATTN_PERSISTENT": persistent, "VLATTN_ATTN_MASK_SMEM": mask_smem,
-                                      "VLATTN_ATTN_Q_RELEASE": q_release},
+                                     {"VLATTN_ATTN_PERSISTENT": persistent, "VLATTN_ATTN_MASK_SMEM": mask_smem},
                                      rng_seed)
                for persistent in ("0", "2")]
     assert len(results[0]) == len(results[1]) == 8

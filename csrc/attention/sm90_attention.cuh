@@ -294,10 +294,6 @@ struct KernelArgs {
   // Kernels built with kLean: masked-path tiles with no mask values to add (ZERO tiles) and no key to
   // drop take the softmax without per-key checks (VLATTN_ATTN_LEAN_ZERO=0 clears it).
   bool lean_zero = true;
-  // Persistent kernels: every consumer arrives on q_empty right after the unit's last Q K^T has completed
-  // (the next unit's Q then loads under the last softmax step, the last P V and the epilogue); false:
-  // after the unit's last P V (VLATTN_ATTN_Q_RELEASE=0, for A/B runs). The same bits either way.
-  bool early_q_release = true;
 };
 
 template <int kBN>
@@ -943,25 +939,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       }
     };
 
-    // Persistent kernels: this thread's arrival on q_empty for the unit, once every wgmma that reads the
-    // Q tile has completed. The pipelined loop calls it after the unit's last Q K^T (kp.early_q_release),
-    // so the producer's load of the next unit's Q overlaps the last softmax step, the last P V and the
-    // epilogue; otherwise the epilogue arrives, after the last P V. Exactly one arrival per thread and
-    // unit either way.
-    // Not in the 176-key kernel: its units are 6+ key tiles (Lk >= 980), where the Q load's latency is
-    // already amortized, and the early lookup's extra live register made ptxas spill 16 B there.
-    constexpr bool kEarlyQ = kPersistent && kBN != C::kBlockNWide;
-    [[maybe_unused]] bool q_released = false;
-    auto release_q = [&]() {
-      if constexpr (kEarlyQ) {
-        if (kp.early_q_release) {
-          cutlass::arch::fence_view_async_shared();
-          cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
-          q_released = true;
-        }
-      }
-    };
-
     if constexpr (!kPipelined) {
       // Plain loop: every step waits for its GEMM before going on.
       PipeState& st = st_k;
@@ -1014,14 +991,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(st_k);
         ++st_k;
-        // Persistent kernels (kEarlyQ) look the tile after n up before n's softmax step: when there is none,
-        // S_n was the unit's last Q K^T and the Q tile can go (release_q). The others look it up after the
-        // step, as before (earlier, the extra live register grew their code and the 176-key ones' spills).
-        [[maybe_unused]] int next_early = 0;
-        if constexpr (kEarlyQ) {
-          next_early = walk.next(n + 1);
-          if (next_early >= n_tiles) release_q();
-        }
         bool first = true;
 #pragma unroll 1
         while (true) {
@@ -1038,7 +1007,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           }
           convert_p();
           first = false;
-          const int next = kEarlyQ ? next_early : walk.next(n + 1);
+          const int next = walk.next(n + 1);
           if (next >= n_tiles) break;
           n = next;
           pipe_k.consumer_wait(st_k);
@@ -1051,10 +1020,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           warpgroup_fence_operand(tSrS);
           pipe_k.consumer_release(st_k);
           ++st_k;
-          if constexpr (kEarlyQ) {
-            next_early = walk.next(n + 1);
-            if (next_early >= n_tiles) release_q();  // S_n done (wait<1>); P_{n-1} V still runs, it does not read Q
-          }
         }
         pipe_v.consumer_wait(st_v);
         turn_wait();
@@ -1082,10 +1047,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // of after it (on 034's short key sequences a unit is 3-6 key tiles, and each unit boundary paid
       // the Q load's latency). O therefore goes from registers straight to global memory, without the
       // staging in sQ: per row of this thread, bf16 pairs at columns 8j + 2 (lane % 4).
-      if (!q_released) {  // the early release did not run: no live tile, the plain loop, or switched off
-        cutlass::arch::fence_view_async_shared();
-        cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
-      }
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         const int r_local = get<0>(tOcO(acc_idx(0, r, 0)));
@@ -1331,9 +1294,6 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // build for every per-unit staged-mask launch. Every choice gives the same bits.
   const int lean_zero = static_cast<int>(dev_switch(DevSwitch::kAttnLeanZero));
   kp.lean_zero = lean_zero >= 1;
-  // VLATTN_ATTN_Q_RELEASE (a dev switch, flag): 1 (default) = persistent kernels free the Q tile after the
-  // unit's last Q K^T, 0 = after its last P V. The same bits either way.
-  kp.early_q_release = dev_switch_on(DevSwitch::kAttnQRelease);
   const bool lean_staged = lean_zero >= 2 || (lean_zero == 1 && attn_rules::lean_staged_pays(p));
   bool stage_mask = p.mask != nullptr && mask_smem >= 1 && mask_vec16(p);
 

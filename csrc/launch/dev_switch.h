@@ -31,7 +31,6 @@ enum class DevSwitch : int {
   kAttnPack,           // VLATTN_ATTN_PACK: GQA packing, 0 never, 1 when fewer units, 2 always
   kAttnPersistent,     // VLATTN_ATTN_PERSISTENT: 0 one CTA per unit, 1 rule, 2 always persistent
   kAttnBn,             // VLATTN_ATTN_BN: keys per step, 0 rule, 1 the 128-or-176 rule, 128/144/160/176
-  kAttnQRelease,       // VLATTN_ATTN_Q_RELEASE: persistent grid, Q tile freed after the unit's last Q.K^T (1) or P.V (0)
   kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
   kCount
 };
