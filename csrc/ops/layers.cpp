@@ -34,6 +34,18 @@ at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contigu
 // strides. VLATTN_QKV_V_TOKEN_MAJOR=0 (a dev switch) keeps v head-major. Same bits either way.
 bool v_token_major() { return dev_switch_on(DevSwitch::kQkvVTokenMajor); }
 
+// The O projection's weight prefetched into L2 by the attention kernel's CTAs as they start (before their PDL
+// wait; AttentionParams::l2_prefetch), so that the O GEMM after it finds the weight in L2 instead of DRAM.
+// Where the O GEMM has few rows it is bound by streaming that weight (25.7 MB for 007, 32 MB for 034) from
+// cold memory; the attention before it reads little. VLATTN_ATTN_PREFETCH_O (a dev switch): 0 never, 2
+// always, 1 (default) the rule: at most kPrefetchOMaxRows rows. Same bits either way (a prefetch is a hint).
+constexpr int64_t kPrefetchOMaxRows = 2048;
+const at::Tensor* o_weight_prefetch(const at::Tensor& o_weight, int64_t rows) {
+  const int64_t mode = dev_switch(DevSwitch::kAttnPrefetchO);
+  const bool on = mode >= 2 || (mode == 1 && rows <= kPrefetchOMaxRows);
+  return on ? &o_weight : nullptr;
+}
+
 }  // namespace
 
 at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weight, const at::Tensor& q_bias,
@@ -59,7 +71,8 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
   at::Tensor o;
   {
     RECORD_USER_SCOPE("vlattn.layer.attention");
-    o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true);
+    o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true,
+                           o_weight_prefetch(o_weight, q.size(0) * q.size(2)));
   }
   VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");
@@ -87,7 +100,8 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
   at::Tensor o;
   {
     RECORD_USER_SCOPE("vlattn.layer.attention");
-    o = attention(q, k, v, c10::nullopt, false, kScale, true);
+    o = attention_in_layer(q, k, v, c10::nullopt, false, kScale, true, /*mask_settled=*/false,
+                           o_weight_prefetch(o_proj_weight, q.size(0) * q.size(2)));
   }
   VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");
