@@ -294,8 +294,8 @@ struct KernelArgs {
   // Kernels built with kLean: masked-path tiles with no mask values to add (ZERO tiles) and no key to
   // drop take the softmax without per-key checks (VLATTN_ATTN_LEAN_ZERO=0 clears it).
   bool lean_zero = true;
-  // AttentionParams::l2_prefetch, start and size rounded to 16 bytes by the launcher (nullptr: none), below
-  // 2 GB; CTAs 0 .. l2_prefetch_ctas - 1 (linear index) each prefetch l2_prefetch_slice bytes (a multiple of
+  // AttentionParams::l2_prefetch, start and size rounded to 16 bytes by the launcher (nullptr: none), at
+  // most 1 GB; CTAs 0 .. l2_prefetch_ctas - 1 (linear index) each prefetch l2_prefetch_slice bytes (a multiple of
   // 16), the last one up to the end.
   const char* l2_prefetch = nullptr;
   uint32_t l2_prefetch_bytes = 0;
