@@ -403,8 +403,7 @@ bool epi_supported(const QkvParams& p, const QkvGroup& g) {
     const QkvRope& r = p.rope;
     if (reinterpret_cast<uintptr_t>(r.cos) % 4 != 0 || reinterpret_cast<uintptr_t>(r.sin) % 4 != 0) return false;
     if (r.tab_plane_stride % 2 != 0 || r.tab_batch_stride % 2 != 0 || r.tab_seq_stride % 2 != 0) return false;
-    // The epilogue keeps plane * stride + channel in 32 bits (RopeStoreEpilogue::can_implement).
-    if (r.tab_plane_stride < 0 || 2 * r.tab_plane_stride + kQkvHeadDim >= (int64_t(1) << 31)) return false;
+    if (!epi_table_offsets_fit(r.tab_plane_stride)) return false;
     for (int c = 0; c < kQkvHeadDim; c += 2)
       if (r.plane_of_channel[c] != r.plane_of_channel[c + 1]) return false;
   }

@@ -39,6 +39,12 @@ struct GemmRopeEpilogueArgs {
   uint32_t plane_bits[kQkvHeadDim / 16] = {};
 };
 
+// The epilogue keeps a channel's table offset (plane * tab_plane_stride + channel, planes 0..2) in 32 bits:
+// the host's choice (epi_supported) and the kernel's can_implement both ask this.
+constexpr bool epi_table_offsets_fit(int64_t tab_plane_stride) {
+  return tab_plane_stride >= 0 && 2 * tab_plane_stride + kQkvHeadDim < (int64_t(1) << 31);
+}
+
 struct GemmRopeEpiParams {
   GemmParams gemm;  // a, b, m, n (== heads * 128), k, lda, ldb, device, sm_count, stream; bias, d: unused
   RopeMode mode = RopeMode::kNone;

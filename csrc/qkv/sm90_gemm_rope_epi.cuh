@@ -104,8 +104,7 @@ class RopeStoreEpilogue {
            (kMode != RopeMode::kTable ||
             (a.cos != nullptr && a.sin != nullptr && reinterpret_cast<uintptr_t>(a.cos) % 4 == 0 &&
              reinterpret_cast<uintptr_t>(a.sin) % 4 == 0 && a.tab_plane_stride % 2 == 0 &&
-             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0 && a.tab_plane_stride >= 0 &&
-             2 * a.tab_plane_stride + kQkvHeadDim < (int64_t(1) << 31)));
+             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0 && epi_table_offsets_fit(a.tab_plane_stride)));
   }
 
   CUTLASS_HOST_DEVICE explicit RopeStoreEpilogue(Params const& params, SharedStorage const& = SharedStorage())
@@ -166,7 +165,7 @@ class RopeStoreEpilogue {
 
     // The table offset of each channel pair this thread holds, first and second half (plane * stride +
     // channel; d and d + 1 share a plane: even section boundaries, host): the same for all its rows.
-    int tab_off[8][2];  // < 2^31: can_implement
+    int tab_off[8][2];  // < 2^31: epi_table_offsets_fit
     if constexpr (kMode == RopeMode::kTable) {
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 8; ++j) {
