@@ -232,6 +232,16 @@ def test_cuda_timer_flushes_l2_outside_the_events(monkeypatch):
     assert times == pytest.approx([5.0, 5.0])  # µs: the flush's 1 ms is outside the events
     assert log == ["step"] + ["sync", "flush", "event", "step", "event"] * 2 + ["sync"]
 
+    # host_ahead: a spin kernel between the flush and the start event (the GEMM mode's and the tuner's
+    # timer), and nothing else changes.
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(("spin", cycles)))
+    ahead = bench.CudaTimer(torch.device("cpu"), host_ahead=True)
+    ahead.scratch = timer.scratch
+    log.clear()
+    assert ahead(step, iters=1, warmup=0) == pytest.approx([5.0])
+    assert log == ["sync", "flush", ("spin", bench.HOST_AHEAD_CYCLES), "event", "step", "event", "sync"]
+    assert not timer.host_ahead and bench.parse_args([]).gemm_timer == "ahead"
+
 
 def test_round_sizes_split_the_timed_calls_evenly():
     assert bench.round_sizes(30, 3) == [10, 10, 10]

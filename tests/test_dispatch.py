@@ -352,8 +352,8 @@ def test_tuner_rotates_cublas_with_the_configs(monkeypatch):
     order = []
 
     class FakeTimer:
-        def __init__(self, device):
-            pass
+        def __init__(self, device, host_ahead=False):
+            assert host_ahead  # the tuner's default: GPU spans with the host queued ahead
 
         def __call__(self, step, iters, warmup):
             step()

@@ -394,18 +394,32 @@ def describe_meta(meta: dict) -> str:
 # Timing.
 # --------------------------------------------------------------------------------------------
 
+# A spin kernel of this many clocks (~1 ms at the H200's 1.98 GHz) holds the GPU while the host queues the
+# timed call: longer than any host stall seen before one GEMM launch on the device machines (≤ 0.1 ms).
+HOST_AHEAD_CYCLES = 2_000_000
+
+
 class CudaTimer:
     """Cold-L2 CUDA-event timer.
 
     Before each call the queue is drained and a scratch buffer of twice the L2 is written, so the
     call finds none of its inputs or weights in cache (the benchmark flushes L2 the same way) and
     starts from an idle queue like a layer call in a model step. Events bracket the call alone.
+
+    ``host_ahead``: after the flush a spin kernel (``torch.cuda._sleep``, no memory traffic: L2 stays
+    cold) holds the GPU while the host queues the start event, the call and the end event, so the events
+    measure the GPU from the call's first kernel to its last — not the host's launch latency before the
+    first. Without it (the default, "cold") a call whose host path outlasts the flush kernel starts its
+    clock before its first kernel is queued: right for the layers' eager columns (the host path is part of
+    a layer call), noise for one-kernel GEMMs (bench/NOTES.md, thirty-third session: cuBLAS's 6 µs
+    128x512x3584 GEMM read 11–91 µs per call).
     """
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, host_ahead: bool = False):
         props = torch.cuda.get_device_properties(device)
         l2_bytes = getattr(props, "L2_cache_size", 0) or FALLBACK_L2_BYTES
         self.scratch = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device=device)
+        self.host_ahead = host_ahead
 
     def __call__(self, step: Callable[[], Any], iters: int, warmup: int,
                  host_us: Optional[list] = None) -> list[float]:
@@ -418,6 +432,8 @@ class CudaTimer:
         for start, end in zip(starts, ends):
             torch.cuda.synchronize()
             self.scratch.zero_()
+            if self.host_ahead:
+                torch.cuda._sleep(HOST_AHEAD_CYCLES)
             start.record()
             if host_us is None:
                 step()
@@ -1146,7 +1162,10 @@ def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budge
     if why_not:
         notes.append(f"vlattn.linear: skipped, {why_not}; timing cuBLAS alone")
         print(notes[-1], flush=True)
-    print(f"\n{len(shapes)} distinct projection GEMMs (bf16, out[M,N] = x[M,K]·W[N,K]ᵀ + b)", flush=True)
+    how = ("GPU span, host queued ahead" if getattr(timer, "host_ahead", False)
+           else "events around the call as launched")
+    print(f"\n{len(shapes)} distinct projection GEMMs (bf16, out[M,N] = x[M,K]·W[N,K]ᵀ + b); timer: {how}",
+          flush=True)
     print(gemm_header(), flush=True)
     records = []
     sweep = Sweep(budget, notes)
@@ -1992,6 +2011,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                         "(it is in the default list; compiles per workload)")
     p.add_argument("--compile-mode", default="default",
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
+    p.add_argument("--gemm-timer", choices=["ahead", "cold"], default="ahead",
+                   help="gemm mode: 'ahead' (default) times each call's GPU span with the host queued ahead "
+                        "of the GPU (a spin kernel after the L2 flush); 'cold' the layers' timer, whose "
+                        "clock starts before the host has launched the kernel (host launch latency included)")
     p.add_argument("--iters", type=int, default=None, help="timed calls per impl (default 30, --quick 10)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5, --quick 2)")
     p.add_argument("--rounds", type=int, default=3,
@@ -2126,7 +2149,11 @@ def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: to
         payload.update(results=layers["results"], summary=layers["summary"])
         payload["notes"] += impl_notes + layers["notes"]
     if args.mode in ("gemm", "all"):
-        gemm = run_gemm(chosen, device, timer, opts, budget)
+        gemm_timer = timer
+        if device.type == "cuda" and args.gemm_timer == "ahead":
+            gemm_timer = CudaTimer(device, host_ahead=True)
+        gemm = run_gemm(chosen, device, gemm_timer, opts, budget)
+        gemm["timer"] = args.gemm_timer if device.type == "cuda" else "cpu"
         payload["gemm"] = gemm
         payload["notes"] += gemm["notes"]
     if args.mode in ("qkv", "all"):

@@ -39,13 +39,13 @@ _CUBLAS = "<cublas>"  # cuBLAS's slot in the rotation (no config name has angle 
 
 
 def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int,
-            rounds: int = 1) -> dict:
+            rounds: int = 1, host_ahead: bool = True) -> dict:
     """Per shape: every config checked against F.linear, then ``rounds`` rounds of ``iters / rounds``
     cold calls each, the order rotated per round (round_orders); the median over all of a config's calls.
     cuBLAS (F.linear, for the reader) takes its turn in the same rotation: timed in one block after the
     configs, it read 20-60% high on many shapes in the thirtieth session's three tuner processes while the
     bench's GEMM mode read it normally (bench/NOTES.md)."""
-    timer = bench.CudaTimer(device)
+    timer = bench.CudaTimer(device, host_ahead=host_ahead)
     timings = {}
     per_round = max(1, iters // max(1, rounds))
     for s in shapes:
@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds per shape, the config order rotated each round (--iters split over them)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timer", choices=("ahead", "cold"), default="ahead",
+                        help="ahead (default): each call's GPU span with the host queued ahead (the layers run "
+                             "these GEMMs in a PDL chain, where the host's launch latency is not on the path); "
+                             "cold: the clock starts before the host launches the call (bench.CudaTimer)")
     parser.add_argument("--min-m", type=int, default=0, help="only shapes with at least this many rows")
     parser.add_argument("--max-m", type=int, default=1 << 30, help="only shapes with at most this many rows")
     parser.add_argument("--configs", default=None, help="comma-separated config names (default: every compiled one)")
@@ -131,13 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         configs = wanted
     if args.rounds < 1:
         parser.error(f"--rounds: expected at least 1, got {args.rounds}")
-    timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed, args.rounds)
+    timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed, args.rounds,
+                      host_ahead=args.timer == "ahead")
     props = torch.cuda.get_device_properties(device)
     table = {
         "meta": {"gpu": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
                  "cuda": torch.version.cuda, "date": datetime.date.today().isoformat(),
                  "commit": bench.commit_info().get("commit"), "iters": args.iters, "rounds": args.rounds,
-                 "configs": configs,
+                 "configs": configs, "timer": args.timer,
                  "tool": "python -m vlattn.tune", "min_gain": MIN_GAIN},
         "entries": best_entries(timings, props.multi_processor_count),
         "timings": timings,
