@@ -474,41 +474,6 @@ def test_native_v_token_major_same_bits(name, taken, tmp_path):
     assert r.get("op_contiguous0", True) and r.get("op_contiguous1", True), "vision_qkv returned a strided tensor"
 
 
-_PREFETCH_O_SCRIPT = """
-import sys, torch, vlattn
-from vlattn import _C, dev, workloads as W
-(w,) = [w for w in W.load() if w.name == sys.argv[2]]
-api = vlattn.mrope_self_attention if w.problem == "007" else vlattn.vision_cross_attention
-inputs = W.make_inputs(w, "cuda")
-result = {}
-x = inputs["hidden_states" if w.problem == "007" else "language_hidden_states"]
-o_rows = inputs["o_weight" if w.problem == "007" else "o_proj_weight"].shape[0]
-for value in (0, 1):
-    with dev.switch("VLATTN_ATTN_PREFETCH_O", value):
-        out = torch.full((*x.shape[:-1], o_rows), float("nan"), dtype=x.dtype, device=x.device)  # poisoned
-        _C.host_trace()
-        result[f"out{value}"] = api(**inputs, backend="native", out=out)
-        torch.cuda.synchronize()
-        result[f"marks{value}"] = sum(name == "attn.l2_prefetch" for name, _ in _C.host_trace())
-torch.save(result, sys.argv[1])
-"""
-
-
-PREFETCH_O_CASES = ["007[B=1,S=128]", "007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]", "034[B=1,Lq=4096,Lv=6272]"]
-
-
-@requires_sm90
-@pytest.mark.parametrize("name", PREFETCH_O_CASES)
-def test_native_prefetch_o_weight_same_bits(name, tmp_path):
-    """VLATTN_ATTN_PREFETCH_O 0 / 1 in one process (host marks on, so the test sees that the attention was
-    asked to prefetch, once per layer call): the attention's CTAs prefetching the O projection's weight into
-    L2 before their PDL wait change nothing in the result, bit for bit, into a NaN-poisoned out= tensor."""
-    r = outputs_in_subprocess(_PREFETCH_O_SCRIPT, tmp_path / "out.pt", {"VLATTN_HOST_TRACE": "1"}, name)
-    assert (r["marks0"], r["marks1"]) == (0, 1), (name, r["marks0"], r["marks1"])
-    assert torch.isfinite(r["out0"]).all(), name
-    assert torch.equal(r["out0"], r["out1"]), name
-
-
 @requires_sm90
 def test_opcheck_layers_cuda():
     """The layer ops on CUDA tensors (native backend: CUTLASS projections), small generalized shapes."""

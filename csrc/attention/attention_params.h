@@ -59,13 +59,6 @@ struct AttentionParams {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 
-  // Optional L2 prefetch: bytes [l2_prefetch, l2_prefetch + l2_prefetch_bytes) that the kernel asks the L2
-  // to fetch as its CTAs start, before their PDL wait (the layers pass the O projection's weight, which the
-  // GEMM after this kernel reads and no kernel of the layer writes). A hint only: a bulk prefetch returns
-  // no data to the SM, so it cannot change a result. nullptr / 0: none. Start 16-byte aligned.
-  const void* l2_prefetch = nullptr;
-  size_t l2_prefetch_bytes = 0;
-
   int device = 0;
   int sm_count = 0;  // read from the device by the caller, never hard-coded
   cudaStream_t stream = nullptr;

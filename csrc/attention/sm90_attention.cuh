@@ -294,13 +294,6 @@ struct KernelArgs {
   // Kernels built with kLean: masked-path tiles with no mask values to add (ZERO tiles) and no key to
   // drop take the softmax without per-key checks (VLATTN_ATTN_LEAN_ZERO=0 clears it).
   bool lean_zero = true;
-  // AttentionParams::l2_prefetch, start and size rounded to 16 bytes by the launcher (nullptr: none), at
-  // most 1 GB; CTAs 0 .. l2_prefetch_ctas - 1 (linear index) each prefetch l2_prefetch_slice bytes (a multiple of
-  // 16), the last one up to the end.
-  const char* l2_prefetch = nullptr;
-  uint32_t l2_prefetch_bytes = 0;
-  uint32_t l2_prefetch_slice = 0;
-  uint32_t l2_prefetch_ctas = 0;
 };
 
 template <int kBN>
@@ -387,20 +380,6 @@ struct TileWalker {
 // ----------------------------------------------------------------------------------------------
 
 CUTLASS_DEVICE float bf16_bits_to_float(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
-
-// This CTA's slice of an L2 prefetch (KernelArgs::l2_prefetch): bulk prefetches of at most 32 KB, issued by
-// one thread. Fire and forget: nothing comes back to the SM and nothing waits for them. Start, size and
-// slice are multiples of 16 (the launcher rounds them), so is every chunk; all offsets stay below 2 GB.
-CUTLASS_DEVICE void l2_prefetch_slice(const KernelArgs& kp) {
-  const uint32_t cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (cta >= kp.l2_prefetch_ctas) return;
-  const uint32_t end = min(kp.l2_prefetch_bytes, (cta + 1) * kp.l2_prefetch_slice);
-  constexpr uint32_t kChunk = 32768;
-#pragma unroll 1
-  for (uint32_t at = cta * kp.l2_prefetch_slice; at < end; at += kChunk)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(kp.l2_prefetch + at), "r"(min(kChunk, end - at))
-                 : "memory");
-}
 
 // 2^x with the MUFU (ftz): -inf -> +0, large negative -> 0. The argument is never NaN by construction.
 CUTLASS_DEVICE float fast_exp2(float x) {
@@ -630,11 +609,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     else return 0;
   }();
   __syncthreads();
-  // The one global access before the PDL wait: an L2 prefetch of the next kernel's operand (the layers: the
-  // O projection's weight, which no kernel of the layer writes; a prefetch returns no data, so it cannot
-  // observe anything the kernels before this one write). Warp 2 is idle in the producer warpgroup.
-  if (kp.l2_prefetch_ctas != 0 && threadIdx.x == 64) l2_prefetch_slice(kp);
-  pdl_enter();  // launch/pdl.h: no other global memory access before this
+  pdl_enter();  // launch/pdl.h: no global memory access before this
 
   Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k), typename KT::SmemLayoutK{});
@@ -1349,21 +1324,6 @@ inline AttentionStatus launch(const AttentionParams& p) {
   const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
                     : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
                                    : dim3(p.heads_q, m_blocks, p.batch);
-  if (p.l2_prefetch != nullptr) {
-    // A hint: rounded inward to 16-byte bounds and capped at 1 GB (offsets in 32 bits); dropped if nothing
-    // is left. Spread over the grid's CTAs, at least 32 KB each.
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p.l2_prefetch);
-    const uintptr_t begin = (a + 15) & ~uintptr_t(15);
-    const uintptr_t end = (a + std::min<size_t>(p.l2_prefetch_bytes, size_t(1) << 30)) & ~uintptr_t(15);
-    if (end > begin) {
-      const uint64_t bytes = end - begin, ctas = uint64_t(grid.x) * grid.y * grid.z;
-      const uint64_t slice = std::max<uint64_t>(32768, ((bytes + ctas - 1) / ctas + 15) & ~uint64_t(15));
-      kp.l2_prefetch = reinterpret_cast<const char*>(begin);
-      kp.l2_prefetch_bytes = uint32_t(bytes);
-      kp.l2_prefetch_slice = uint32_t(slice);
-      kp.l2_prefetch_ctas = uint32_t((bytes + slice - 1) / slice);
-    }
-  }
   // Keys per pipeline step (VLATTN_ATTN_BN, a dev switch; attn_rules::block_n): 0 (default) the rule, 1 the
   // rule of 128 and 176 only, 128 / 144 / 160 / 176 that width wherever it is allowed (no mask, not causal).
   // The plain diagnosis loop is 128 only.

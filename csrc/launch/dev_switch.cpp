@@ -37,7 +37,6 @@ constexpr Entry kTable[] = {
     {"VLATTN_ATTN_PACK", 0, false},
     {"VLATTN_ATTN_PERSISTENT", 1, false},
     {"VLATTN_ATTN_BN", 0, false},
-    {"VLATTN_ATTN_PREFETCH_O", 0, true},
     {"VLATTN_PDL", 1, true},
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kCount, "one entry per DevSwitch");

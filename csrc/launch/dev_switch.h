@@ -31,7 +31,6 @@ enum class DevSwitch : int {
   kAttnPack,           // VLATTN_ATTN_PACK: GQA packing, 0 never, 1 when fewer units, 2 always
   kAttnPersistent,     // VLATTN_ATTN_PERSISTENT: 0 one CTA per unit, 1 rule, 2 always persistent
   kAttnBn,             // VLATTN_ATTN_BN: keys per step, 0 rule, 1 the 128-or-176 rule, 128/144/160/176
-  kAttnPrefetchO,      // VLATTN_ATTN_PREFETCH_O: the layers' attention prefetches the O weight into L2 (off by default)
   kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
   kCount
 };

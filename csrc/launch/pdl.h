@@ -13,9 +13,8 @@
 //     a plain stream launch;
 //   * pdl_enter() also lets the next PDL-launched kernel be scheduled: that kernel's CTAs take only
 //     SMs left free, because the trigger fires once every CTA of this grid has issued it;
-//   * the exceptions: the mask pre-pass inside a layer, which reads the layer's mask (an input no kernel
-//     of the layer writes) before its wait and writes only after it; and the attention's optional L2
-//     prefetch of the O projection's weight (a bulk prefetch returns no data to the SM).
+//   * the one exception is the mask pre-pass inside a layer, which reads the layer's mask (an input no
+//     kernel of the layer writes) before its wait and writes only after it.
 // A predecessor that never triggers (any non-PDL kernel) simply makes the launch an ordinary one.
 // CUTLASS's GEMM kernels follow the same contract when built with CUTLASS_ENABLE_GDC_FOR_SM90.
 //

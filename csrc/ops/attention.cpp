@@ -73,7 +73,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale,
-                              bool skip, bool mask_settled, const at::Tensor* l2_prefetch) {
+                              bool skip, bool mask_settled) {
   check_qkv("q", q);
   check_qkv("k", k);
   check_qkv("v", v);
@@ -141,13 +141,6 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   p.causal = causal;
   p.skip = skip;
   p.mask_settled = mask_settled;
-  // Only a dense tensor on this device (its bytes are one range); anything else is simply not prefetched.
-  if (l2_prefetch != nullptr && l2_prefetch->defined() && l2_prefetch->device() == q.device() &&
-      l2_prefetch->is_contiguous() && l2_prefetch->numel() > 0) {
-    p.l2_prefetch = l2_prefetch->data_ptr();
-    p.l2_prefetch_bytes = static_cast<size_t>(l2_prefetch->numel()) * l2_prefetch->element_size();
-    VLATTN_HOST_MARK("attn.l2_prefetch");
-  }
   p.device = q.get_device();
   p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();

@@ -34,18 +34,6 @@ at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contigu
 // strides. VLATTN_QKV_V_TOKEN_MAJOR=0 (a dev switch) keeps v head-major. Same bits either way.
 bool v_token_major() { return dev_switch_on(DevSwitch::kQkvVTokenMajor); }
 
-// VLATTN_ATTN_PREFETCH_O=1 (a dev switch, off by default): the attention kernel's CTAs prefetch the O
-// projection's weight into L2 as they start, before their PDL wait (AttentionParams::l2_prefetch), so that the
-// O GEMM after it finds the weight in L2 instead of DRAM. Same bits either way (a prefetch is a hint).
-// Measured (H200, in-process A/B, bench/NOTES.md thirty-second session): 1-4% *slower* on the small layers it
-// was meant for (007 B1 S128 graph replay 51.7 -> 54.8 us, B1 S512 85.3 -> 88.0, 034 B2 Lq128 78.7 -> 80.9):
-// the attention's CTAs start under PDL while the QKV GEMM still streams its weights, and the prefetch
-// competes with it; 034 Lq 4096 read 8% faster (1342 -> 1230 us), one workload, unconfirmed. Hence off, an
-// A/B arm until the large layers are measured (and a prefetch after the wait is tried).
-const at::Tensor* o_weight_prefetch(const at::Tensor& o_weight) {
-  return dev_switch_on(DevSwitch::kAttnPrefetchO) ? &o_weight : nullptr;
-}
-
 }  // namespace
 
 at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weight, const at::Tensor& q_bias,
@@ -71,8 +59,7 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
   at::Tensor o;
   {
     RECORD_USER_SCOPE("vlattn.layer.attention");
-    o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true,
-                           o_weight_prefetch(o_weight));
+    o = attention_in_layer(q, k, v, mask, causal, kScale, true, /*mask_settled=*/true);
   }
   VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");
@@ -100,8 +87,7 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
   at::Tensor o;
   {
     RECORD_USER_SCOPE("vlattn.layer.attention");
-    o = attention_in_layer(q, k, v, c10::nullopt, false, kScale, true, /*mask_settled=*/false,
-                           o_weight_prefetch(o_proj_weight));
+    o = attention(q, k, v, c10::nullopt, false, kScale, true);
   }
   VLATTN_HOST_MARK("layer.attention");
   RECORD_USER_SCOPE("vlattn.layer.o_proj");

@@ -58,11 +58,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale, bool skip);
 // The layers' call: `mask_settled` says no kernel launched since the call began writes the mask and
 // the one just before passed its PDL wait before triggering (AttentionParams::mask_settled).
-// `l2_prefetch` (optional): a tensor the next kernel reads (the O projection's weight), prefetched into L2 by
-// the attention's CTAs as they start (AttentionParams::l2_prefetch); a hint, no effect on the result.
 at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const c10::optional<at::Tensor>& mask, bool causal, c10::optional<double> scale,
-                              bool skip, bool mask_settled, const at::Tensor* l2_prefetch = nullptr);
+                              bool skip, bool mask_settled);
 
 // The two layers on the native path, host side in C++ (csrc/ops/layers.cpp). `o_config` names the
 // O-projection GEMM config ("" = registry default); out, if given, receives the result.
