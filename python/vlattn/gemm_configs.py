@@ -149,6 +149,11 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # same process; GEMM mode 0.80 -> 0.86x cuBLAS). Tuned table only.
     GemmConfig("t64x112x64_c2x1_pingpong_e16_swap", (64, 112, 64), (2, 1), "pingpong", "persistent", epi_n=16,
                rule=False, swap_ab=True),
+    # 128 weight rows x 176 tokens, swapped, for 17312x512x3584 (007 B32 S541's K and V): 4 x 99 = 396 tiles, 3.0
+    # waves, where the 128 x 256 pair makes 272 tiles (2.06 waves, a third wave 6% full: 126.7 us against
+    # cuBLAS's 95.1, thirty-third session) and the tuned 128 x 128 stream-K pick 102.8. Tuned table only.
+    GemmConfig("t128x176x64_c1x1_coop_e16_swap", (128, 176, 64), (1, 1), "cooperative", "persistent", epi_n=16,
+               rule=False, swap_ab=True),
     # Tried with it and not built: 64 x 64 swapped in 4-CTA clusters for 392 rows (16.0 us against 16.1 for
     # the 64x64 ping-pong, cuBLAS 15.2; 2-5% on the N = 512 shapes below 1024 rows, under the 5% bar) and
     # 128 x 112 swapped cooperative in 4x2 clusters for 1568 rows (25.6 against 26.7, cuBLAS 24.1).
