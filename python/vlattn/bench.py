@@ -1162,8 +1162,9 @@ def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budge
     if why_not:
         notes.append(f"vlattn.linear: skipped, {why_not}; timing cuBLAS alone")
         print(notes[-1], flush=True)
-    how = ("GPU span, host queued ahead" if getattr(timer, "host_ahead", False)
-           else "events around the call as launched")
+    ahead = getattr(timer, "host_ahead", False)
+    kind = "ahead" if ahead else ("cold" if isinstance(timer, CudaTimer) else "cpu")
+    how = "GPU span, host queued ahead" if ahead else "events around the call as launched"
     print(f"\n{len(shapes)} distinct projection GEMMs (bf16, out[M,N] = x[M,K]·W[N,K]ᵀ + b); timer: {how}",
           flush=True)
     print(gemm_header(), flush=True)
@@ -1178,7 +1179,7 @@ def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budge
                 print(f"    {side}: {rec[side]['status']}: {rec[side]['error']}", flush=True)
     summary = summarize_gemm(records)
     print_gemm_summary(summary)
-    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted}
+    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted, "timer": kind}
 
 
 # --------------------------------------------------------------------------------------------
@@ -2153,7 +2154,6 @@ def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: to
         if device.type == "cuda" and args.gemm_timer == "ahead":
             gemm_timer = CudaTimer(device, host_ahead=True)
         gemm = run_gemm(chosen, device, gemm_timer, opts, budget)
-        gemm["timer"] = args.gemm_timer if device.type == "cuda" else "cpu"
         payload["gemm"] = gemm
         payload["notes"] += gemm["notes"]
     if args.mode in ("qkv", "all"):
