@@ -3,7 +3,9 @@
     what:      qkv | attention | linear | cublas (F.linear on the same operands as linear: the q projection)
     problem:   007 | 034;  index: workload index in sorted-by-SOL order;  config: op config ("" = auto)
   or `python bench/ncu_target.py cublas-mnk M N K [bias]`: F.linear on random bf16 operands of that shape
-  (any projection, e.g. 034's vision K/V, which the workload form does not reach).
+  (any projection, e.g. 034's vision K/V, which the workload form does not reach),
+  or `python bench/ncu_target.py linear-mnk M N K [bias] [config]`: vlattn.linear on the same operands
+  (config "" or left out: the dispatcher's pick).
 Runs the call 3 times (ncu's --launch-skip/--launch-count pick the one to profile).
 """
 import sys
@@ -15,19 +17,24 @@ from vlattn import bench, reference
 from vlattn import workloads as W
 
 
-def cublas_mnk(m: int, n: int, k: int, bias: bool) -> None:
+def gemm_mnk(m: int, n: int, k: int, bias: bool, ours: bool = False, config: str = "") -> None:
     shape = bench.GemmShape(m, n, k, bias)
     x, wt, b = bench._gemm_operands(shape, torch.device("cuda"), 0)  # the GEMM mode's operands
-    print("cublas", shape.label)
+    print("vlattn.linear" if ours else "cublas", shape.label, config or ("auto" if ours else ""))
     for _ in range(3):
-        torch.nn.functional.linear(x, wt, b)
+        if ours:
+            vlattn.linear(x, wt, b, config=config or None)
+        else:
+            torch.nn.functional.linear(x, wt, b)
     torch.cuda.synchronize()
 
 
 def main():
-    if sys.argv[1] == "cublas-mnk":
+    if sys.argv[1] in ("cublas-mnk", "linear-mnk"):
         m, n, k = (int(v) for v in sys.argv[2:5])
-        return cublas_mnk(m, n, k, len(sys.argv) > 5 and sys.argv[5] == "bias")
+        bias = len(sys.argv) > 5 and sys.argv[5] == "bias"
+        config = sys.argv[6] if len(sys.argv) > 6 else ""
+        return gemm_mnk(m, n, k, bias, ours=sys.argv[1] == "linear-mnk", config=config)
     what, problem, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
     config = sys.argv[4] if len(sys.argv) > 4 else ""
     w = W.sorted_by_sol(W.load(problem))[index]

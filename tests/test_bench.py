@@ -241,6 +241,9 @@ def test_cuda_timer_flushes_l2_outside_the_events(monkeypatch):
     assert ahead(step, iters=1, warmup=0) == pytest.approx([5.0])
     assert log == ["sync", "flush", ("spin", bench.HOST_AHEAD_CYCLES), "event", "step", "event", "sync"]
     assert not timer.host_ahead and bench.parse_args([]).gemm_timer == "ahead"
+    assert bench.parse_args([]).qkv_timer == "cold" and bench.parse_args(["--qkv-timer", "ahead"]).qkv_timer == "ahead"
+    assert bench.timer_kind(ahead)[0] == "ahead" and bench.timer_kind(timer)[0] == "cold"
+    assert bench.timer_kind(bench.cpu_timer)[0] == "cpu"
 
 
 def test_round_sizes_split_the_timed_calls_evenly():

@@ -264,6 +264,33 @@ def test_cpp_wave_model_matches_python():
                         == dispatch.analytic_config(m, n, k, sms, concurrent=pair)), (m, n, k, sms, pair)
 
 
+def test_cpp_tuned_table_matches_python():
+    """The QKV path's plain GEMMs pick in C++ (gemm_pick): the committed tuned table, built into the
+    registry, for a GEMM alone, else the wave model. Alone, that is select_gemm_config's choice for every
+    table shape and projection shape; side by side (concurrent 2) it is the wave model's pair pick even on
+    a table shape."""
+    from vlattn import _ext
+    if _ext.LOAD_ERROR is not None:
+        pytest.skip(f"extension not loaded: {_ext.LOAD_ERROR}")
+    compiled = frozenset(c["name"] for c in _ext._C.gemm_configs())
+    if compiled != frozenset(BY_NAME):
+        pytest.skip("a VLATTN_GEMM_CONFIGS subset build")
+    table = dispatch.tuned_table()
+    assert table, "the committed tuned table has entries"
+    shapes = set(table) | {(m, n, k) for w in W.load() for _, m, n, k, _ in W.projection_shapes(w)}
+    for sms in (H200_SMS, 78):
+        for m, n, k in sorted(shapes):
+            assert (_ext._C.gemm_pick_config(m, n, k, sms)
+                    == dispatch.select_gemm_config(m, n, k, sms, compiled)), (m, n, k, sms)
+            assert (_ext._C.gemm_pick_config(m, n, k, sms, concurrent=2)
+                    == dispatch.analytic_config(m, n, k, sms, concurrent=2)), (m, n, k, sms)
+    # A table entry the wave model would not pick is really taken from the table (the test can fail).
+    differs = [(m, n, k) for (m, n, k), name in table.items() if name != dispatch.analytic_config(m, n, k, H200_SMS)]
+    assert differs
+    m, n, k = differs[0]
+    assert _ext._C.gemm_pick_config(m, n, k, H200_SMS) == table[(m, n, k)]
+
+
 # --------------------------------------------------------------------------------------------
 # The tuning script's table logic (the timing itself needs a GPU)
 # --------------------------------------------------------------------------------------------

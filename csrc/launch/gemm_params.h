@@ -82,4 +82,14 @@ struct GemmKernelEntry {
 const GemmKernelEntry* gemm_registry(int* count);
 const GemmKernelEntry* find_gemm_kernel(const char* name);
 
+// One entry of the committed tuned table (python/vlattn/data/gemm_tuned_h200.json), generated into the
+// registry for the GEMMs that C++ picks itself: M x N x K -> a compiled config, K split `splits` ways
+// (1: not split). An empty config name is the placeholder of a table with no entries.
+struct GemmTunedEntry {
+  int64_t m, n, k;
+  const char* config;
+  int splits;
+};
+const GemmTunedEntry* gemm_tuned_table(int* count);
+
 }  // namespace vlattn

@@ -192,6 +192,41 @@ const GemmKernelEntry* gemm_analytic_pick(int64_t m, int64_t n, int64_t /*k*/, i
   return best;
 }
 
+const GemmKernelEntry* gemm_tuned_pick(int64_t m, int64_t n, int64_t k, int* splits) {
+  // python/vlattn/dispatch.py's tuned_table() lookup in C++ (the same JSON, generated into the registry at
+  // build time: setup.py keeps only the entries whose config this build compiled).
+  int count = 0;
+  const GemmTunedEntry* table = gemm_tuned_table(&count);
+  for (int i = 0; i < count; ++i) {
+    const GemmTunedEntry& t = table[i];
+    if (t.config[0] == '\0' || t.m != m || t.n != n || t.k != k) continue;
+    const GemmKernelEntry* e = find_gemm_kernel(t.config);
+    if (e == nullptr) return nullptr;
+    *splits = t.splits;
+    return e;
+  }
+  return nullptr;
+}
+
+const GemmKernelEntry* gemm_pick(int64_t m, int64_t n, int64_t k, int sm_count, int concurrent, bool tuned,
+                                 int* splits) {
+  *splits = 1;
+  // The table's timings are of one GEMM alone: GEMMs side by side take the wave model's pair pick.
+  if (tuned && concurrent <= 1) {
+    if (const GemmKernelEntry* e = gemm_tuned_pick(m, n, k, splits)) return e;
+    *splits = 1;
+  }
+  return gemm_analytic_pick(m, n, k, sm_count, concurrent);
+}
+
+std::string gemm_pick_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent) {
+  int splits = 1;
+  const GemmKernelEntry* e =
+      gemm_pick(m, n, k, static_cast<int>(sm_count), static_cast<int>(concurrent), true, &splits);
+  if (e == nullptr) return std::string();
+  return std::string(e->name) + (splits > 1 ? "/splitk" + num(splits) : std::string());
+}
+
 std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent) {
   const GemmKernelEntry* e = gemm_analytic_pick(m, n, k, static_cast<int>(sm_count), static_cast<int>(concurrent));
   return e == nullptr ? std::string() : std::string(e->name);

@@ -223,6 +223,15 @@ bool gemm_pair_waves_enabled() {
   return dev_switch_on(DevSwitch::kQkvPairWaves);
 }
 
+// A plain GEMM that runs alone (not one of a side-by-side pair) takes the committed tuned table's entry for
+// its shape where there is one, as vlattn.linear and the O projection do (gemm_pick; the table is built in
+// from python/vlattn/data/gemm_tuned_h200.json), else the wave model. First case: 007 B32 S541's v, 17312 x
+// 512 x 3584, on the swapped 128 x 176 tile (3.0 waves) instead of the rule's 128 x 256 pair (2.06 waves).
+// VLATTN_QKV_TUNED=0 keeps the wave model everywhere (a dev switch, for the A/B).
+bool gemm_tuned_enabled() {
+  return dev_switch_on(DevSwitch::kQkvTuned);
+}
+
 // Fork/join events, one pair per device and host thread, created on first use and reused: recording
 // an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
 // sharing one pair could each wait on the other's record.
@@ -561,8 +570,11 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
                   num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
       continue;
     }
-    // vlattn.linear's wave model (gemm_analytic_pick); a stream-K-only build runs its first config.
-    const GemmKernelEntry* entry = gemm_analytic_pick(p.m, n, p.k, p.sm_count, concurrent);
+    // The tuned table alone, else vlattn.linear's wave model (gemm_pick); a stream-K-only build runs its
+    // first config.
+    int splits = 1;
+    const GemmKernelEntry* entry = gemm_pick(p.m, n, p.k, p.sm_count, concurrent, gemm_tuned_enabled(), &splits);
+    gp.splits = splits;
     if (entry == nullptr) {
       int count = 0;
       const GemmKernelEntry* all = gemm_registry(&count);

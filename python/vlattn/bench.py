@@ -1155,6 +1155,13 @@ def print_gemm_summary(summary: dict) -> None:
           f"check failures {summary['vlattn_failures']}, errors {summary['errors']} ==", flush=True)
 
 
+def timer_kind(timer) -> tuple[str, str]:
+    """("ahead" | "cold" | "cpu", how the header says it) of a mode's timer."""
+    if getattr(timer, "host_ahead", False):
+        return "ahead", "GPU span, host queued ahead"
+    return ("cold" if isinstance(timer, CudaTimer) else "cpu"), "events around the call as launched"
+
+
 def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budget) -> dict:
     shapes = dedupe_gemm_shapes((w.name, workloads.projection_shapes(w)) for w in ws)
     notes: list[str] = []
@@ -1162,9 +1169,7 @@ def run_gemm(ws: list, device: torch.device, timer, opts: Options, budget: Budge
     if why_not:
         notes.append(f"vlattn.linear: skipped, {why_not}; timing cuBLAS alone")
         print(notes[-1], flush=True)
-    ahead = getattr(timer, "host_ahead", False)
-    kind = "ahead" if ahead else ("cold" if isinstance(timer, CudaTimer) else "cpu")
-    how = "GPU span, host queued ahead" if ahead else "events around the call as launched"
+    kind, how = timer_kind(timer)
     print(f"\n{len(shapes)} distinct projection GEMMs (bf16, out[M,N] = x[M,K]·W[N,K]ᵀ + b); timer: {how}",
           flush=True)
     print(gemm_header(), flush=True)
@@ -1566,9 +1571,10 @@ def run_qkv(ws: list, device: torch.device, timer, opts: Options, budget: Budget
     ws = dedupe_workloads(ws)
     for note in notes:
         print(note, flush=True)
+    kind, how = timer_kind(timer)
     print(f"\nqkv stage on {len(ws)} workloads: fused = vlattn.mrope_qkv / vision_qkv (auto config and "
           f"forced {', '.join(c for c in QKV_FUSED.values() if c)}); unfused = vlattn.reference stage + "
-          f".contiguous(), eager, CUDA graph and torch.compile. cells: median µs | check (|d| <= "
+          f".contiguous(), eager, CUDA graph and torch.compile; timer: {how}. cells: median µs | check (|d| <= "
           f"{QKV_ATOL:g} + {QKV_RTOL:g}|RoPE operands| + ulp(ref) everywhere)", flush=True)
     print(qkv_header(), flush=True)
     records = []
@@ -1581,7 +1587,7 @@ def run_qkv(ws: list, device: torch.device, timer, opts: Options, budget: Budget
             print(line, flush=True)
     summary = summarize_qkv(records)
     print_qkv_summary(summary)
-    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted}
+    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted, "timer": kind}
 
 
 # --------------------------------------------------------------------------------------------
@@ -2016,6 +2022,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                    help="gemm mode: 'ahead' (default) times each call's GPU span with the host queued ahead "
                         "of the GPU (a spin kernel after the L2 flush); 'cold' the layers' timer, whose "
                         "clock starts before the host has launched the kernel (host launch latency included)")
+    p.add_argument("--qkv-timer", choices=["ahead", "cold"], default="cold",
+                   help="qkv mode: 'cold' (default) the layers' timer, host launch path included as a caller "
+                        "sees it in eager mode; 'ahead' the GPU span from the first kernel to the last, every "
+                        "column's host queued ahead (as --gemm-timer ahead)")
     p.add_argument("--iters", type=int, default=None, help="timed calls per impl (default 30, --quick 10)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5, --quick 2)")
     p.add_argument("--rounds", type=int, default=3,
@@ -2157,7 +2167,10 @@ def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: to
         payload["gemm"] = gemm
         payload["notes"] += gemm["notes"]
     if args.mode in ("qkv", "all"):
-        qkv = run_qkv(chosen, device, timer, opts, budget)
+        qkv_timer = timer
+        if device.type == "cuda" and args.qkv_timer == "ahead":
+            qkv_timer = CudaTimer(device, host_ahead=True)
+        qkv = run_qkv(chosen, device, qkv_timer, opts, budget)
         payload["qkv"] = qkv
         payload["notes"] += qkv["notes"]
     if args.mode in ("attention", "all"):
