@@ -13,6 +13,8 @@
 # logs.tar.gz and junit.xml travel in extras.tar.gz.
 # Environment: OUT, CALL_BUDGET_S (default 560: caps every stage's timeout), MAX_JOBS (default 16),
 #              BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default tests/), TEST_TIMEOUT_S (default 360: the whole suite took > 270 s on 2026-12-01),
+#              SUITE_PART (1 or 2: one half of the suite by file, when TEST_PATHS is not set; the whole suite,
+#              ~370 s on 2026-12-04, no longer fits beside a build in one call: part 1 took 212 s, part 2 156 s),
 #              SANITIZE_TESTS (both tools) / SANITIZE_RACECHECK_TESTS (racecheck's default subset) /
 #              SANITIZE_TOOLS / SANITIZE_TIMEOUT_S, BENCH_TIMEOUT_S, SANITIZE_ENV (VAR=value pairs for the sanitized pytest only, e.g.
 #              VLATTN_ATTN_PERSISTENT=2), SANITIZE_FLAGS (extra compute-sanitizer flags). Do not
@@ -63,8 +65,27 @@ build() {
   python3 -c "import vlattn, json; print(json.dumps(vlattn.extension_info()))" | tee -a "$OUT/summary.txt"
 }
 
+# The suite in two halves by file (SUITE_PART): the fused QKV, layer and host-side tests; the GEMM, attention,
+# dispatch and bench tests. Every tests/test_*.py but test_codegen.py belongs to exactly one (tests/test_bench.py
+# checks that against this script).
+SUITE_PART_1="tests/test_qkv.py tests/test_ops.py tests/test_pdl.py tests/test_cpp.py tests/test_reference.py tests/test_validation.py"
+SUITE_PART_2="tests/test_gemm.py tests/test_attention.py tests/test_dispatch.py tests/test_dev.py tests/test_bench.py"
+case "${SUITE_PART:-}" in
+  ""|1|2) ;;
+  *) log "SUITE_PART must be 1 or 2; got '${SUITE_PART}'"; exit 2 ;;
+esac
+suite_part_paths() {
+  case "${SUITE_PART:-}" in
+    1) echo "$SUITE_PART_1" ;;
+    2) echo "$SUITE_PART_2" ;;
+  esac
+}
+
 run_tests() {
   log "pytest"
+  local part
+  part=$(suite_part_paths)
+  [ -n "$part" ] && [ -z "${TEST_PATHS:-}" ] && TEST_PATHS="$part"
   # shellcheck disable=SC2086
   # tests/test_codegen.py compiles two translation units with ptxas -v (CPU work, ~1 min each on one
   # core): CI runs it; here it ate the whole test slot of the sixth session's final call.
@@ -124,7 +145,8 @@ run_probe() {
   # (twenty-sixth session, call 1: `-k 'a or b'` in PROBE_TESTS ran no test).
   case "${PROBE_TESTS:-}" in
     *"'"*|*'"'*) log "PROBE_TESTS has quotes: no tests run (pass quoted pytest arguments after 'probe')"; status=1 ;;
-    *) [ -n "${PROBE_TESTS:-}$*" ] && TEST_PATHS="${TEST_PATHS:- }" run_tests ${PROBE_TESTS:-} "$@" ;;
+    *) if [ -n "${SUITE_PART:-}" ]; then run_tests "$@"
+       elif [ -n "${PROBE_TESTS:-}$*" ]; then TEST_PATHS="${TEST_PATHS:- }" run_tests ${PROBE_TESTS:-} "$@"; fi ;;
   esac
   local i=0 cmd
   IFS=';' read -ra cmds <<< "${PROBE_CMDS:-}"

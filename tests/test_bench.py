@@ -535,3 +535,17 @@ def test_native_graph_column_follows_the_native_backend(monkeypatch):
     # A column of ours: best PyTorch never picks it.
     records = [_record("007", 0, "vlattn:native_graph", 1.0, pytorch=False), _record("007", 0, "composite_graph", 5.0)]
     assert bench.best_pytorch(records) == ("composite_graph", 5.0)
+
+
+def test_gpu_check_suite_parts_cover_every_test_file_once():
+    """scripts/gpu_check.sh runs the GPU suite in two halves (SUITE_PART=1|2): every tests/test_*.py but
+    test_codegen.py (CI's, not the device's) is in exactly one of them, so a new test file cannot be left out."""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parent.parent
+    script = (root / "scripts" / "gpu_check.sh").read_text()
+    parts = [re.search(rf'^SUITE_PART_{i}="([^"]*)"', script, re.M) for i in (1, 2)]
+    assert all(parts), "SUITE_PART_1 / SUITE_PART_2 not found in scripts/gpu_check.sh"
+    listed = [path for m in parts for path in m.group(1).split()]
+    files = sorted(f"tests/{p.name}" for p in (root / "tests").glob("test_*.py") if p.name != "test_codegen.py")
+    assert sorted(listed) == files, (sorted(listed), files)

@@ -579,8 +579,8 @@ def mrope_qkv(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor | None, k_
     "d" suffix a 6-stage ring), "m256k1".."m256k4" (256-row tiles, K split over 1..4 CTAs), "c256"
     (persistent 128 x 256 head-pair tiles, both warpgroups on one tile; even head counts), "m128mc"
     (m128 in 2-CTA clusters along M, the weight tile multicast to both CTAs) or "gemm" (not fused: the
-    projections on vlattn.linear's CUTLASS GEMMs with the bias (the wave model's tile; the last group
-    on a second stream), then one RoPE + layout kernel; the automatic choice takes it from 1024 rows on, VLATTN_QKV_GEMM_MIN_M=<rows>
+    projections on vlattn.linear's CUTLASS GEMMs with the bias (the tuned table's config for a GEMM alone,
+    else the wave model's tile; the last group on a second stream), then one RoPE + layout kernel; the automatic choice takes it from 1024 rows on, VLATTN_QKV_GEMM_MIN_M=<rows>
     moves that, 0 turns it off), "grouped128" / "grouped64" (not fused: all three projections in one
     CUTLASS grouped GEMM launch with 128 x 192 cooperative or 64 x 192 ping-pong tiles, then the same
     RoPE + layout kernel; the biases all given or all None, 16-byte aligned) or "grouped" (the tile by
