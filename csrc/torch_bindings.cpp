@@ -94,9 +94,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("concurrent") = 1);
   m.def("gemm_pick_config", &vlattn::gemm_pick_config,
         "the config the QKV path's plain GEMMs take for M x N x K: the committed tuned table's entry (built in) "
-        "when the GEMM runs alone, else the wave model's",
+        "when the GEMM runs alone, else the wave model's (`log`: print the decision once under VLATTN_LOG)",
         pybind11::arg("m"), pybind11::arg("n"), pybind11::arg("k"), pybind11::arg("sm_count"),
-        pybind11::arg("concurrent") = 1);
+        pybind11::arg("concurrent") = 1, pybind11::arg("log") = false);
   // Not torch ops: called from the registered Python implementations of the layer ops (vlattn/ops.py)
   // once they chose the native backend, so that the three kernels launch without Python between them.
   m.def("mrope_layer", &vlattn::mrope_layer, "native mrope_self_attention (fused QKV, attention, O projection)");

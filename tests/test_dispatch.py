@@ -291,6 +291,37 @@ def test_cpp_tuned_table_matches_python():
     assert _ext._C.gemm_pick_config(m, n, k, H200_SMS) == table[(m, n, k)]
 
 
+def test_cpp_pick_prints_each_decision_once_under_vlattn_log():
+    """VLATTN_LOG=1: the C++ picks (the QKV path's plain GEMMs) print each decision once, with its source,
+    as vlattn.dispatch does; without it they print nothing."""
+    import os
+    import subprocess
+    import sys
+    from vlattn import _ext
+    if _ext.LOAD_ERROR is not None:
+        pytest.skip(f"extension not loaded: {_ext.LOAD_ERROR}")
+    if frozenset(c["name"] for c in _ext._C.gemm_configs()) != frozenset(BY_NAME):
+        pytest.skip("a VLATTN_GEMM_CONFIGS subset build")
+    (m, n, k), name = next(iter(sorted(dispatch.tuned_table().items())))
+    code = ("from vlattn import _ext\n"
+            f"for _ in range(2):\n"
+            f"    _ext._C.gemm_pick_config({m}, {n}, {k}, 132, log=True)\n"
+            f"    _ext._C.gemm_pick_config({m}, {n}, {k}, 132, concurrent=2, log=True)\n")
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(dispatch.__file__)))
+    env = {key: v for key, v in os.environ.items() if key != "VLATTN_LOG"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    quiet = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "vlattn: pick gemm" not in quiet.stderr
+    loud = subprocess.run([sys.executable, "-c", code], env={**env, "VLATTN_LOG": "1"}, capture_output=True,
+                          text=True, timeout=120)
+    assert loud.returncode == 0, loud.stderr
+    lines = [line for line in loud.stderr.splitlines() if line.startswith("vlattn: pick gemm")]
+    pair = dispatch.analytic_config(m, n, k, 132, concurrent=2)
+    assert lines == [f"vlattn: pick gemm M={m} N={n} K={k} -> {name} (tuned)",
+                     f"vlattn: pick gemm M={m} N={n} K={k} (2 side by side) -> {pair} (analytic)"], loud.stderr
+
+
 # --------------------------------------------------------------------------------------------
 # The tuning script's table logic (the timing itself needs a GPU)
 # --------------------------------------------------------------------------------------------

@@ -5,8 +5,12 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "launch/gemm_params.h"
@@ -208,23 +212,56 @@ const GemmKernelEntry* gemm_tuned_pick(int64_t m, int64_t n, int64_t k, int* spl
   return nullptr;
 }
 
-const GemmKernelEntry* gemm_pick(int64_t m, int64_t n, int64_t k, int sm_count, int concurrent, bool tuned,
-                                 int* splits) {
-  *splits = 1;
-  // The table's timings are of one GEMM alone: GEMMs side by side take the wave model's pair pick.
-  if (tuned && concurrent <= 1) {
-    if (const GemmKernelEntry* e = gemm_tuned_pick(m, n, k, splits)) return e;
-    *splits = 1;
-  }
-  return gemm_analytic_pick(m, n, k, sm_count, concurrent);
+namespace {
+
+// VLATTN_LOG as vlattn.dispatch reads it (set and not "0"), read once: the C++ picks print each decision
+// once, as the Python dispatcher's do.
+bool decision_log_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VLATTN_LOG");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
 }
 
-std::string gemm_pick_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent) {
-  int splits = 1;
-  const GemmKernelEntry* e =
-      gemm_pick(m, n, k, static_cast<int>(sm_count), static_cast<int>(concurrent), true, &splits);
+void log_decision_once(const std::string& line) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+std::string pick_name(const GemmKernelEntry* e, int splits) {
   if (e == nullptr) return std::string();
   return std::string(e->name) + (splits > 1 ? "/splitk" + num(splits) : std::string());
+}
+
+}  // namespace
+
+const GemmKernelEntry* gemm_pick(int64_t m, int64_t n, int64_t k, int sm_count, int concurrent, bool tuned,
+                                 int* splits, const char* log_as) {
+  *splits = 1;
+  const GemmKernelEntry* e = nullptr;
+  const char* source = "analytic";
+  // The table's timings are of one GEMM alone: GEMMs side by side take the wave model's pair pick.
+  if (tuned && concurrent <= 1) {
+    e = gemm_tuned_pick(m, n, k, splits);
+    if (e != nullptr) source = "tuned";
+    else *splits = 1;
+  }
+  if (e == nullptr) e = gemm_analytic_pick(m, n, k, sm_count, concurrent);
+  if (log_as != nullptr && e != nullptr && decision_log_enabled())
+    log_decision_once(std::string("vlattn: ") + log_as + " gemm M=" + num(m) + " N=" + num(n) + " K=" + num(k) +
+                      (concurrent > 1 ? " (" + num(concurrent) + " side by side)" : std::string()) + " -> " +
+                      pick_name(e, *splits) + " (" + source + ")");
+  return e;
+}
+
+std::string gemm_pick_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent, bool log) {
+  int splits = 1;
+  const GemmKernelEntry* e = gemm_pick(m, n, k, static_cast<int>(sm_count), static_cast<int>(concurrent), true,
+                                       &splits, log ? "pick" : nullptr);
+  return pick_name(e, splits);
 }
 
 std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent) {

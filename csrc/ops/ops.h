@@ -27,11 +27,14 @@ std::string gemm_analytic_config(int64_t m, int64_t n, int64_t k, int64_t sm_cou
 const GemmKernelEntry* gemm_tuned_pick(int64_t m, int64_t n, int64_t k, int* splits);
 // vlattn.dispatch's order for the GEMMs that C++ picks (the QKV path's plain GEMMs): the tuned table when
 // `tuned` and the GEMM runs alone (concurrent <= 1; the table's timings are of one GEMM alone), else the
-// wave model. *splits: the K split of the pick (1 unless a '/splitk<N>' table entry).
+// wave model. *splits: the K split of the pick (1 unless a '/splitk<N>' table entry). With `log_as` (a
+// label: "qkv") and VLATTN_LOG set, the decision is printed to stderr once per distinct line.
 const GemmKernelEntry* gemm_pick(int64_t m, int64_t n, int64_t k, int sm_count, int concurrent, bool tuned,
-                                 int* splits);
-// Its name as vlattn.dispatch.select_gemm_config writes it ("<config>[/splitk<N>]"; "" when none).
-std::string gemm_pick_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent = 1);
+                                 int* splits, const char* log_as = nullptr);
+// Its name as vlattn.dispatch.select_gemm_config writes it ("<config>[/splitk<N>]"; "" when none); `log`
+// prints it as gemm_pick does (label "pick").
+std::string gemm_pick_config(int64_t m, int64_t n, int64_t k, int64_t sm_count, int64_t concurrent = 1,
+                             bool log = false);
 // Runs one registry GEMM with its workspace from the caching allocator (device and stream in p).
 struct GemmParams;
 enum class GemmStatus : int;

@@ -573,7 +573,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     // The tuned table alone, else vlattn.linear's wave model (gemm_pick); a stream-K-only build runs its
     // first config.
     int splits = 1;
-    const GemmKernelEntry* entry = gemm_pick(p.m, n, p.k, p.sm_count, concurrent, gemm_tuned_enabled(), &splits);
+    const GemmKernelEntry* entry =
+        gemm_pick(p.m, n, p.k, p.sm_count, concurrent, gemm_tuned_enabled(), &splits, "qkv");
     gp.splits = splits;
     if (entry == nullptr) {
       int count = 0;
