@@ -297,23 +297,6 @@ def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
                                   "side stream vs one stream")
 
 
-@requires_sm90
-def test_side_first_order_is_bitwise_neutral(tmp_path, rng_seed):
-    """The forked stream's GEMM launched first (default) or last (VLATTN_QKV_SIDE_FIRST=0): the same
-    kernels on the same inputs, so the same bits, from the default and from a non-default stream."""
-    assert_switch_bitwise_neutral(_GEMM_STREAMS_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_SIDE_FIRST", 6,
-                                  "side GEMM launched first vs last")
-
-
-@requires_sm90
-def test_fixed_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
-    """One side stream per thread kept across calls (VLATTN_QKV_SIDE_STREAM_FIXED=1) or a pool stream
-    taken on every call (default): the same bits, from the default and from a non-default stream (the
-    second call reuses the kept stream and its workspace block)."""
-    assert_switch_bitwise_neutral(_GEMM_STREAMS_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_SIDE_STREAM_FIXED", 6,
-                                  "fixed side stream vs a pool stream per call", values=("1",))
-
-
 _ROPE_MERGE_SCRIPT = r"""
 import sys, torch, vlattn
 from vlattn import workloads as W

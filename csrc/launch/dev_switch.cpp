@@ -21,10 +21,8 @@ constexpr int kCount = static_cast<int>(DevSwitch::kCount);
 constexpr Entry kTable[] = {
     {"VLATTN_QKV_GEMM_MIN_M", kQkvGemmMinRows, false},
     {"VLATTN_QKV_GEMM_STREAMS", 1, true},
-    {"VLATTN_QKV_SIDE_FIRST", 1, true},
     {"VLATTN_QKV_PAIR_WAVES", 1, true},
     {"VLATTN_QKV_TUNED", 1, true},
-    {"VLATTN_QKV_SIDE_STREAM_FIXED", 0, true},
     {"VLATTN_QKV_ROPE_MERGE", 1, true},
     {"VLATTN_QKV_ROPE_TABLE", 1, false},
     {"VLATTN_QKV_GEMM_EPI", 1, false},

@@ -15,10 +15,8 @@ namespace vlattn {
 enum class DevSwitch : int {
   kQkvGemmMinM,        // VLATTN_QKV_GEMM_MIN_M: rows from which config "gemm" is automatic; 0 = never
   kQkvGemmStreams,     // VLATTN_QKV_GEMM_STREAMS: the last group's GEMM on a second stream
-  kQkvSideFirst,       // VLATTN_QKV_SIDE_FIRST: that GEMM launched first
   kQkvPairWaves,       // VLATTN_QKV_PAIR_WAVES: equal groups side by side picked as a pair
   kQkvTuned,           // VLATTN_QKV_TUNED: plain GEMMs alone take the tuned table's entry for their shape
-  kQkvSideStreamFixed, // VLATTN_QKV_SIDE_STREAM_FIXED: one kept side stream per thread and device
   kQkvRopeMerge,       // VLATTN_QKV_ROPE_MERGE: one RoPE pass for both of 034's launches on the all-GEMMs plan
   kQkvRopeTable,       // VLATTN_QKV_ROPE_TABLE: 0 never, 1 rule, 2 always a cos/sin table first
   kQkvGemmEpi,         // VLATTN_QKV_GEMM_EPI: 0 off, 1 rule, 2 / 3 / 4 a forced epilogue tile

@@ -206,15 +206,6 @@ bool gemm_side_stream_enabled() {
   return dev_switch_on(DevSwitch::kQkvGemmStreams);
 }
 
-// With the second stream: VLATTN_QKV_SIDE_FIRST (a dev switch) 1 (default) launches the side stream's GEMM
-// first, so that it starts with the others; 0 launches the caller's stream's GEMMs first and the side
-// one last, so that the first launch comes sooner after the call starts (an A/B for the eager lead of
-// the large layers: on a drained GPU the side GEMM's launch and the fork sit before the first kernel;
-// bench/NOTES.md, twenty-third session).
-bool side_first_enabled() {
-  return dev_switch_on(DevSwitch::kQkvSideFirst);
-}
-
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
 // model counts both GEMMs' tiles on the one machine (gemm_analytic_pick's `concurrent`). Picked alone,
 // 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
@@ -235,22 +226,13 @@ bool gemm_tuned_enabled() {
 // Fork/join events, one pair per device and host thread, created on first use and reused: recording
 // an event again is legal once the host has enqueued the wait on it. Per thread, because two threads
 // sharing one pair could each wait on the other's record.
-// The second stream itself: VLATTN_QKV_SIDE_STREAM_FIXED (a dev switch) 0 (default) takes a stream from
-// c10's pool on every call, which hands out its 32 streams per device round-robin; the side GEMM's
-// workspace is allocated with that stream current, and the caching allocator reuses a block only on the
-// stream it was made for, so each of the first 32 calls may cudaMalloc a new segment. 1 takes one pool
-// stream per host thread and device once and keeps it here, beside the events, so the workspace block
-// is reused from the second call on (an A/B for the eager calls of the large layers, 50-110 us above
-// their graph replay in the bench: bench/probe_allocs.py, bench/NOTES.md twenty-fourth session).
+// The second stream itself: a stream from c10's pool on every call (round-robin over its 32 streams per
+// device). Keeping one per thread instead (an A/B switch until the thirty-fourth session) changed nothing:
+// only a process's first call allocates, either way (bench/NOTES.md twenty-fifth session).
 struct ForkJoin {
   cudaEvent_t fork = nullptr, join = nullptr;
-  c10::optional<c10::cuda::CUDAStream> kept;  // VLATTN_QKV_SIDE_STREAM_FIXED=1 only
   c10::cuda::CUDAStream side_stream(int device) {
-    const bool fixed = dev_switch_on(DevSwitch::kQkvSideStreamFixed);
-    if (fixed && kept.has_value()) return *kept;
-    const c10::cuda::CUDAStream s = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
-    if (fixed) kept = s;
-    return s;
+    return c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
   }
   ForkJoin() = default;
   ForkJoin(const ForkJoin&) = delete;
@@ -538,9 +520,9 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   const bool pair = side && p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
   const int concurrent = pair && gemm_pair_waves_enabled() ? 2 : 1;
   for (int i = 0; i < p.num_groups; ++i) {
-    // The side stream's group goes first so that it starts with the others, not after them
-    // (side_first_enabled; otherwise in order, the side stream's group last).
-    const int g = side && side_first_enabled() ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
+    // The side stream's group goes first so that it starts with the others, not after them. (Launching it
+    // last, for an earlier first launch, measured the same: bench/NOTES.md twenty-fifth session.)
+    const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
     const bool on_side = side && g == p.num_groups - 1;
     const QkvGroup& grp = p.groups[g];
     const int64_t n = int64_t(grp.heads) * kQkvHeadDim;
