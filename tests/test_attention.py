@@ -372,6 +372,76 @@ def test_causal_tiles_skip_on_off(mask_kind, batch, seqlen, width):
     assert torch.equal(on, off)
 
 
+# Launches the K/V-resident kernel can take (at most two 128-key tiles): (B, Hq, Hkv, Sq, Sk, mask kind, causal,
+# broadcast mask). 007's short layers, every mask kind of the summary (CAUSAL tiles, a DEAD tile skipped, MIXED
+# tiles from global memory, rows with no live key), the causal flag with Sq > Sk, 034's Lq 128 x Lv 196, Sq = 1,
+# G = 1 and a chunked G = 7 (B 8: two heads per CTA, the last chunk one head).
+RESIDENT_CASES = [
+    (4, 28, 4, 128, 128, "causal_min", False, False),
+    (3, 28, 4, 256, 256, "causal_min", False, False),
+    (8, 28, 4, 128, 128, "causal_inf", False, False),
+    (2, 28, 4, 256, 256, "random", False, False),
+    (2, 8, 2, 250, 250, "blocky_dead_row", False, False),
+    (2, 8, 2, 250, 250, "query_padding", True, False),
+    (2, 8, 2, 130, 77, "key_padding", False, True),
+    (2, 16, 4, 300, 196, None, False, False),
+    (2, 16, 4, 300, 196, None, True, False),
+    (8, 32, 8, 128, 196, None, False, False),
+    (1, 7, 1, 1, 256, "random", False, False),
+    (3, 4, 4, 129, 255, "causal_inf", False, False),
+]
+
+
+def _poisoned_attention(q, k, v, mask, causal, skip=True):
+    """attention() whose output block was NaN before the call (a freed NaN tensor of the same size), so a row
+    no unit stores stays NaN."""
+    b, hq, sq, _ = q.shape
+    poison = torch.full((b, sq, hq * D), float("nan"), dtype=BF16, device=q.device)
+    del poison
+    return attention(q, k, v, mask, causal=causal, skip=skip)
+
+
+@requires_sm90
+@pytest.mark.parametrize("case", RESIDENT_CASES, ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
+@pytest.mark.parametrize("skip", [True, False])
+def test_resident_kernel_matches_per_unit_bitwise(case, skip, highest_fp32_matmul):
+    """The K/V-resident kernel (VLATTN_ATTN_RESIDENT=2: every eligible launch) runs each unit with the per-unit
+    kernel's tiles, softmax variants and loop (=0: never), so the two agree bitwise; and both are right."""
+    from vlattn import dev
+    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    mask = None if mask_kind is None else make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
+    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
+        resident = _poisoned_attention(q, k, v, mask, causal, skip)
+    with dev.switch("VLATTN_ATTN_RESIDENT", 0):
+        per_unit = _poisoned_attention(q, k, v, mask, causal, skip)
+    what = f"{case} skip={skip}"
+    rows_ok = None
+    if mask_kind == "query_padding":  # rows with no live key: the uniform average, compared bitwise only
+        rows_ok = (mask[:, 0, :, :] >= -1e30).any(-1)
+    assert torch.equal(resident, per_unit), f"{what}: resident and per-unit kernels differ"
+    ref, ref32 = references(q, k, v, mask, causal, None)
+    assert_close(resident, ref, ref32, what, rows_ok=rows_ok)
+
+
+@requires_sm90
+def test_resident_kernel_strided_inputs(highest_fp32_matmul):
+    """Token-major q / k / v views ([B, S, H, 128] transposed, as the layers pass them) through the resident
+    kernel: the same bits as contiguous copies."""
+    from vlattn import dev
+    qt = torch.randn(4, 256, 28, D, dtype=BF16, device="cuda")
+    kt = torch.randn(4, 256, 4, D, dtype=BF16, device="cuda")
+    vt = torch.randn(4, 256, 4, D, dtype=BF16, device="cuda")
+    q, k, v = qt.transpose(1, 2), kt.transpose(1, 2), vt.transpose(1, 2)
+    mask = make_mask("causal_min", 4, 256, 256)
+    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
+        strided = _poisoned_attention(q, k, v, mask, False)
+        dense = _poisoned_attention(q.contiguous(), k.contiguous(), v.contiguous(), mask, False)
+    assert torch.equal(strided, dense)
+    ref, ref32 = references(q, k, v, mask, False, None)
+    assert_close(strided, ref, ref32, "strided resident")
+
+
 @requires_sm90
 @pytest.mark.parametrize("mask_kind", ["blocky", "blocky_dead_row"])
 @pytest.mark.parametrize("skip", [True, False])

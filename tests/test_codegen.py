@@ -228,6 +228,25 @@ def test_attention_kernels_code_size(attention_report, attention_dir):
         assert instructions <= budget, f"attention_kernel{key}: {instructions} SASS instructions; budget {budget}"
 
 
+# The K/V-resident kernels (sm90_attention_resident.cuh; kMasked 0 / 1): SASS instructions allowed (today's
+# size + ~3%, as ATTENTION_SASS_BUDGET).
+RESIDENT_SASS_BUDGET = {0: 3080, 1: 4030}
+
+
+def test_resident_attention_kernels(attention_report, attention_dir):
+    """Both kv_resident_kernel builds: no stack frame, no spills, code size within budget (the serialization
+    check above covers them with every kernel of the TU)."""
+    frames = {n: r for n, r in attention_report.items() if "kv_resident_kernel" in n}
+    assert len(frames) == 2, f"expected kv_resident_kernel<false> and <true>, parsed {sorted(frames)}"
+    for name, (frame, stores, loads) in frames.items():
+        assert (frame, stores, loads) == (0, 0, 0), f"{name}: {frame} B frame, spills {stores}/{loads} B"
+    sizes = {n: c for n, c in sass_instructions(attention_dir / "tu.cubin").items() if "kv_resident_kernel" in n}
+    assert len(sizes) == 2
+    for name, count in sizes.items():
+        masked = int(re.search(r"kv_resident_kernelILb([01])E", name).group(1))
+        assert count <= RESIDENT_SASS_BUDGET[masked], f"kv_resident_kernel<{masked}>: {count} SASS instructions"
+
+
 def test_qkv_kernels_no_spills(qkv_report):
     """Every fused-QKV kernel: no spills; a stack frame only for libdevice's large-argument cosf/sinf
     reduction (a cold path, 28-40 B)."""

@@ -3,6 +3,7 @@
 // carries the H200 measurement it came from; sm90_attention.cuh applies them.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -50,10 +51,12 @@ inline bool summary_pays(const AttentionParams& p) {
   return ctas >= 4 * sms;
 }
 
-// Whether the pre-pass runs for p: a mask, skipping on, and it pays.
-inline bool summary_runs(const AttentionParams& p) {
+// Whether the pre-pass runs for p: a mask, skipping on, and it pays; always for the K/V-resident kernel
+// (`resident`), where its CAUSAL and ZERO tiles save the per-element mask loads of MIXED ones (that kernel
+// has no staged mask tiles) and its launch overlaps the previous kernel inside a layer.
+inline bool summary_runs(const AttentionParams& p, bool resident = false) {
   if (p.mask == nullptr || !p.skip || p.seqlen_q < 1 || p.seqlen_k < 1 || p.batch < 1) return false;
-  return summary_pays(p);
+  return resident || summary_pays(p);
 }
 
 // Whether the persistent grid (one CTA per SM striding over the work units, static round robin) beats
@@ -187,6 +190,55 @@ inline PackPlan pack_plan(const AttentionParams& p, int mode, bool summary) {
   plan.rows = rows;
   plan.blocks = blocks;
   plan.units = units;
+  return plan;
+}
+
+// The K/V-resident kernel (sm90_attention_resident.cuh) for key sequences of at most two 128-key tiles: a
+// CTA per (batch, KV head, chunk of `heads` query heads) keeps the KV head's K and V in shared memory and
+// runs the chunk's units (query head x 128-row q-block) back to back, their Q tiles through a 2-stage
+// ring. Eligible: at most kResidentMaxKeyTiles key tiles, 128-key tiles (block_n's choice: below 257 keys
+// the rule always picks 128 since every width takes two steps; a forced wider VLATTN_ATTN_BN keeps the
+// per-unit kernels); it is decided before GQA packing, which it excludes. mode (VLATTN_ATTN_RESIDENT): 0 = never, 1 (default) = when a CTA
+// gets at least kResidentMinUnits units, 2 = whenever eligible.
+// The chunk: the head count h (1..G) minimizing waves(h) x (h x q-blocks + 1), the 1 standing for a CTA's
+// fixed cost (launch, prologue, the K / V loads, about one unit's time), ties to the larger h (fewer
+// K / V loads). 007 (G = 7): B32 S128 -> 7 heads, 128 CTAs; B64 S256 -> 7, 256 CTAs; B1 S128 -> 1, 28 CTAs.
+constexpr int kResidentMaxKeyTiles = 2;
+constexpr int kResidentMinUnits = 2;
+struct ResidentPlan {
+  bool use = false;
+  int heads = 0;        // query heads per CTA
+  int chunks = 0;       // CTAs per (batch, KV head): ceil(G / heads)
+  long long ctas = 0;   // batch x Hkv x chunks
+  int units_per_cta = 0;
+};
+
+inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mode) {
+  ResidentPlan plan;
+  if (mode <= 0 || p.heads_kv < 1 || p.heads_q % p.heads_kv != 0 || p.batch < 1 || p.seqlen_q < 1 ||
+      p.seqlen_k < 1)
+    return plan;
+  if (ceil_div(p.seqlen_k, kBlockN) > kResidentMaxKeyTiles || block_n(p, bn_mode) != kBlockN) return plan;
+  const int group = p.heads_q / p.heads_kv;
+  const long long m_blocks = ceil_div(p.seqlen_q, kBlockM);
+  const long long sms = sm_count_or_h200(p);
+  long long best_cost = LLONG_MAX;
+  for (int h = 1; h <= group; ++h) {
+    const int chunks = ceil_div(group, h);
+    if (h > 1 && ceil_div(group, h - 1) == chunks) continue;  // same chunking as a smaller h: skip
+    const long long ctas = (long long)p.batch * p.heads_kv * chunks;
+    const long long waves = (ctas + sms - 1) / sms;
+    const long long cost = waves * (h * m_blocks + 1);
+    if (cost <= best_cost) {
+      best_cost = cost;
+      plan.heads = h;
+      plan.chunks = chunks;
+      plan.ctas = ctas;
+    }
+  }
+  plan.units_per_cta = int(std::min<long long>(INT_MAX, plan.heads * m_blocks));
+  if (plan.ctas > INT_MAX) return ResidentPlan{};
+  plan.use = mode >= 2 || plan.units_per_cta >= kResidentMinUnits;
   return plan;
 }
 

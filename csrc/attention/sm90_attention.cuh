@@ -294,6 +294,9 @@ struct KernelArgs {
   // Kernels built with kLean: masked-path tiles with no mask values to add (ZERO tiles) and no key to
   // drop take the softmax without per-key checks (VLATTN_ATTN_LEAN_ZERO=0 clears it).
   bool lean_zero = true;
+  // kv_resident_kernel only (sm90_attention_resident.cuh): query heads per CTA and CTAs per (batch, KV head).
+  int resident_heads = 0;
+  int resident_chunks = 0;
 };
 
 template <int kBN>
@@ -1122,6 +1125,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 #endif  // sm_90a
 }
 
+// The K/V-resident kernel for short key sequences and its launcher.
+#include "attention/sm90_attention_resident.cuh"
+
 // ----------------------------------------------------------------------------------------------
 // Host launcher
 // ----------------------------------------------------------------------------------------------
@@ -1142,9 +1148,17 @@ static_assert(attn_rules::kBlockM == C::kBlockM && attn_rules::kBlockN == C::kBl
                   attn_rules::kBlockNWide == C::kBlockNWide,
               "attention_rules.h and the kernel disagree on the tile shape");
 
-inline SummaryLayout summary_layout(const AttentionParams& p) {
+// The K/V-resident kernel's plan for p under the current switches (VLATTN_ATTN_RESIDENT, VLATTN_ATTN_BN;
+// the plain diagnosis loop keeps the per-unit kernels).
+inline attn_rules::ResidentPlan resident_plan(const AttentionParams& p) {
+  if (dev_switch_on(DevSwitch::kAttnSimple)) return {};
+  return attn_rules::resident_plan(p, static_cast<int>(dev_switch(DevSwitch::kAttnResident)),
+                                   static_cast<int>(dev_switch(DevSwitch::kAttnBn)));
+}
+
+inline SummaryLayout summary_layout(const AttentionParams& p, bool resident) {
   SummaryLayout s;
-  if (!attn_rules::summary_runs(p)) return s;
+  if (!attn_rules::summary_runs(p, resident)) return s;
   s.mask_batches = p.mask_batch_stride == 0 ? 1 : p.batch;
   s.m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
   s.n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
@@ -1155,7 +1169,7 @@ inline SummaryLayout summary_layout(const AttentionParams& p) {
   return s;
 }
 
-inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p).total(); }
+inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p, resident_plan(p).use).total(); }
 
 // One kernel instantiation: its shared-memory opt-in is per device context and per kernel, set once
 // (launch/smem_attr.h: a flag per instantiation, as kernels of one signature must not share it,
@@ -1245,7 +1259,8 @@ inline AttentionStatus launch(const AttentionParams& p) {
   };
 
   VLATTN_HOST_MARK("attn.params");
-  const SummaryLayout sl = summary_layout(p);
+  const attn_rules::ResidentPlan resident = resident_plan(p);
+  const SummaryLayout sl = summary_layout(p, resident.use);
   if (sl.total() > 0) {
     if (p.workspace == nullptr || p.workspace_bytes < sl.total()) return AttentionStatus::kWorkspaceTooSmall;
     auto* live = static_cast<uint32_t*>(p.workspace);
@@ -1278,6 +1293,9 @@ inline AttentionStatus launch(const AttentionParams& p) {
     kp.n_blocks = sl.n_blocks;
     kp.live_chunks = sl.chunking.n_chunks;
   }
+
+  // Short key sequences: the K/V-resident kernel (VLATTN_ATTN_RESIDENT; attn_rules::resident_plan).
+  if (resident.use) return launch_resident(kp, resident, p);
 
   // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
   const bool simple_loop = dev_switch_on(DevSwitch::kAttnSimple);

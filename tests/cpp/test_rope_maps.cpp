@@ -202,6 +202,33 @@ bool attention_pack_rule(std::string& err) {
   return true;
 }
 
+// The K/V-resident kernel: at most two 128-key tiles, chunks of query heads by waves x (heads x q-blocks + 1),
+// used from two units per CTA (mode 1), always when eligible (mode 2), never (mode 0).
+bool attention_resident_rule(std::string& err) {
+  using attn_rules::resident_plan;
+  const attn_rules::ResidentPlan b32 = resident_plan(attn(32, 28, 4, 128, 128, true), 1, 0);  // 007 B32 S128
+  EXPECT(b32.use && b32.heads == 7 && b32.chunks == 1 && b32.ctas == 128 && b32.units_per_cta == 7);
+  const attn_rules::ResidentPlan b64 = resident_plan(attn(64, 28, 4, 256, 256, true), 1, 0);  // 007 B64 S256
+  EXPECT(b64.use && b64.heads == 7 && b64.ctas == 256 && b64.units_per_cta == 14);
+  const attn_rules::ResidentPlan b1 = resident_plan(attn(1, 28, 4, 128, 128, true), 1, 0);  // one unit per CTA
+  EXPECT(!b1.use && b1.heads == 1 && b1.ctas == 28);
+  EXPECT(resident_plan(attn(1, 28, 4, 128, 128, true), 2, 0).use);                  // forced
+  EXPECT(resident_plan(attn(1, 28, 4, 256, 256, true), 1, 0).use);                  // 2 q-blocks per head
+  const attn_rules::ResidentPlan b8 = resident_plan(attn(8, 28, 4, 128, 128, true), 1, 0);  // 224 CTAs at 1 head
+  EXPECT(b8.use && b8.heads == 2 && b8.chunks == 4 && b8.ctas == 128);
+  const attn_rules::ResidentPlan x16 = resident_plan(attn(16, 32, 8, 128, 196, false), 1, 0);  // 034 B16 Lq128
+  EXPECT(x16.use && x16.heads == 4 && x16.ctas == 128);
+  EXPECT(!resident_plan(attn(2, 32, 8, 128, 196, false), 1, 0).use);  // 64 CTAs of one unit
+  EXPECT(!resident_plan(attn(32, 28, 4, 128, 128, true), 0, 0).use);  // mode 0
+  EXPECT(!resident_plan(attn(4, 28, 4, 257, 257, true), 2, 0).use);   // three key tiles
+  EXPECT(!resident_plan(attn(16, 32, 8, 128, 196, false), 2, 176).use);  // a forced wider key tile
+  EXPECT(resident_plan(attn(4, 28, 4, 300, 200, false, true), 1, 0).use);  // causal flag, Sq > Sk
+  // The pre-pass always runs for it with a mask and skipping on (its CAUSAL / ZERO tiles need no loads).
+  EXPECT(attn_rules::summary_runs(attn(1, 28, 4, 128, 128, true), true));
+  EXPECT(!attn_rules::summary_runs(attn(1, 28, 4, 128, 128, false), true));
+  return true;
+}
+
 // Key-tile width: 144 / 160 / 176 only without a mask and without the causal flag; below 4096 keys the
 // width of least 88 x steps + padded keys (mode 0), or the older 128-or-176 rule (mode 1: 176 where it pads
 // to at most 1.2x the keys of 128); VLATTN_ATTN_BN's forced widths never override the mask / causal
@@ -446,6 +473,7 @@ const Case kCases[] = {
     {"attention_pack_rule", attention_pack_rule},
     {"attention_lean_staged_rule", attention_lean_staged_rule},
     {"attention_block_n_rule", attention_block_n_rule},
+    {"attention_resident_rule", attention_resident_rule},
     {"qkv_auto_rule", qkv_auto_rule},
     {"rope_pass_runs", rope_pass_runs},
     {"mask_kinds_entries", mask_kinds_entries},

@@ -1,0 +1,340 @@
+// The K/V-resident attention kernel for short key sequences (at most two 128-key tiles), part of the
+// sm_90a attention (included by sm90_attention.cuh before its host launcher; design:
+// docs/design/attention_sm90.md §20).
+//
+// The per-unit kernel gives each (query head, 128-row q-block, batch) its own CTA. At 007's short
+// sequences (S 128 and 256: one or two key tiles) that unit is ~2k tensor cycles of work behind a CTA
+// launch, a prologue, the Q, K and V load latencies and an epilogue, one CTA per SM (its shared memory):
+// 007 B32 S128's 896 units took ~60 us, ~9 us per unit, for ~1 us of MMA each (bench/NOTES.md).
+//
+// Here a CTA owns (batch, KV head, a chunk of that KV head's query heads): it loads the KV head's key
+// tiles once (all of them: K and V of at most 256 keys, 128 KB, resident for the CTA's life), then runs
+// the chunk's units (query head x 128-row q-block) one after another, their Q tiles through a ring of
+// two stages so that the next unit's Q lands under the current one. The prologue, the K/V loads and the
+// CTA launch are paid once per chunk instead of once per unit.
+//
+// A unit's arithmetic is exactly the per-unit kernel's (same tiles in the same order, the same softmax
+// variants, the same two consumer warpgroups of 64 rows with the same ping-pong turns): results are
+// bitwise identical to it (tests/test_attention.py checks that), whatever the chunking.
+#pragma once
+
+// (Included inside namespace vlattn::attn_sm90, after the kernel helpers it uses.)
+
+constexpr int kResidentQStages = 2;
+constexpr int kResidentKeyTiles = attn_rules::kResidentMaxKeyTiles;  // 2
+static_assert(kResidentKeyTiles == C::kStages,
+              "the resident K / V tiles reuse the 128-key ring layouts: one stage per key tile");
+
+// The Q ring has the 128-key K ring's layout: (128 rows, 128 d, stages), K-major, 128B swizzle.
+using SmemLayoutQRing = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                               make_shape(Int<C::kBlockM>{}, Int<C::kHeadDim>{},
+                                                          Int<kResidentQStages>{})));
+
+struct ResidentSharedStorage {
+  alignas(1024) Element q[cosize_v<SmemLayoutQRing>];
+  alignas(1024) Element k[cosize_v<KeyTile<128>::SmemLayoutK>];
+  alignas(1024) Element v[cosize_v<KeyTile<128>::SmemLayoutV>];
+  alignas(8) uint64_t q_full[kResidentQStages];   // transaction barrier of each Q stage's load
+  alignas(8) uint64_t q_empty[kResidentQStages];  // both consumer warpgroups are done with the stage
+  alignas(8) uint64_t kv_full[kResidentKeyTiles];  // key tile t's K and V have landed (once per CTA)
+};
+constexpr int kResidentSmemBytes = int(sizeof(ResidentSharedStorage));
+static_assert(kResidentSmemBytes <= kMaxSmemBytes, "shared memory budget exceeded (resident K / V)");
+static_assert(cosize_v<SmemLayoutQRing> == kResidentQStages * cosize_v<SmemLayoutQ>,
+              "a Q ring stage is one SmemLayoutQ tile");
+
+// Units of one CTA: the chunk's query heads x the q-blocks, q-blocks fastest, last first (causal: the
+// longest first; every unit of a CTA reads the same batch's mask rows).
+struct ResidentCta {
+  int batch, head_kv, head0, heads, m_blocks;
+  CUTLASS_DEVICE int units() const { return heads * m_blocks; }
+  CUTLASS_DEVICE int head(int i, int group) const { return head_kv * group + head0 + i / m_blocks; }
+  CUTLASS_DEVICE int m_block(int i) const { return m_blocks - 1 - i % m_blocks; }
+};
+CUTLASS_DEVICE ResidentCta resident_cta(const KernelArgs& kp) {
+  const int chunks = kp.resident_chunks;
+  const int cta = int(blockIdx.x);
+  const int chunk = cta % chunks, rest = cta / chunks;
+  ResidentCta r;
+  r.head_kv = rest % kp.heads_kv;
+  r.batch = rest / kp.heads_kv;
+  r.head0 = chunk * kp.resident_heads;
+  r.heads = min(kp.resident_heads, kp.group - r.head0);
+  r.m_blocks = ceil_div(kp.seqlen_q, int(C::kBlockM));
+  return r;
+}
+
+// kMasked: launched with a mask tensor (its CAUSAL / ZERO summary tiles take the lean softmax variants,
+// as attention_kernel's kLean / kCausalTiles builds do); false: no mask (the causal flag or nothing).
+template <bool kMasked>
+__global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_CONSTANT KernelParams<128> const kp) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using KT = KeyTile<128>;
+  extern __shared__ __align__(1024) char smem_buf[];
+  ResidentSharedStorage& ss = *reinterpret_cast<ResidentSharedStorage*>(smem_buf);
+
+  const int warp_group = threadIdx.x / 128;
+  const ResidentCta cta = resident_cta(kp);
+  const int units = cta.units();
+
+  if (threadIdx.x == 0) {
+    CUTE_UNROLL
+    for (int s = 0; s < kResidentQStages; ++s) {
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full[s], 1);
+      cutlass::arch::ClusterBarrier::init(&ss.q_empty[s], 128 * C::kNumConsumerWarpgroups);
+    }
+    CUTE_UNROLL
+    for (int t = 0; t < kResidentKeyTiles; ++t) cutlass::arch::ClusterTransactionBarrier::init(&ss.kv_full[t], 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  pdl_enter();  // launch/pdl.h: no global memory access before this
+
+  if (warp_group == 0) {
+    // ---------------------------------------------------------------- producer (one thread)
+    cutlass::arch::warpgroup_reg_dealloc<C::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQRing{});
+      Tensor sK = make_tensor(make_smem_ptr(ss.k), typename KT::SmemLayoutK{});
+      Tensor sV = make_tensor(make_smem_ptr(ss.v), typename KT::SmemLayoutV{});
+      Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
+      Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
+      Tensor mV = kp.tma_v.get_tma_tensor(make_shape(int(C::kHeadDim), kp.seqlen_k, kp.heads_kv, kp.batch));
+      Tensor gK = local_tile(mK(_, _, cta.head_kv, cta.batch), typename KT::TileK{}, make_coord(_, 0));  // (128, 128, n)
+      Tensor gV = local_tile(mV(_, _, cta.head_kv, cta.batch), typename KT::TileV{}, make_coord(0, _));  // (128, 128, n)
+      auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      auto load_q = [&](int i) {
+        const int slot = i % kResidentQStages;
+        Tensor gQ = local_tile(mQ(_, _, cta.head(i, kp.group), cta.batch), TileQ{}, make_coord(cta.m_block(i), 0));
+        auto tQ = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[slot], kQBytes);
+        copy(kp.tma_q.with(ss.q_full[slot]), get<0>(tQ), get<1>(tQ)(_, slot));
+      };
+      // The first unit's Q, then every key tile (each K and V pair on its own barrier), then the other
+      // units' Q tiles as the ring frees up.
+      if (units > 0) load_q(0);
+      const int key_tiles = ceil_div(kp.seqlen_k, int(C::kBlockN));
+      for (int t = 0; t < key_tiles; ++t) {
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.kv_full[t], KT::kKBytes + KT::kVBytes);
+        copy(kp.tma_k.with(ss.kv_full[t]), get<0>(tK)(_, t), get<1>(tK)(_, t));
+        copy(kp.tma_v.with(ss.kv_full[t]), get<0>(tV)(_, t), get<1>(tV)(_, t));
+      }
+#pragma unroll 1
+      for (int i = 1; i < units; ++i) {
+        if (i >= kResidentQStages)
+          cutlass::arch::ClusterBarrier::wait(&ss.q_empty[i % kResidentQStages], (i / kResidentQStages - 1) & 1);
+        load_q(i);
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumers
+    cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
+    const int ct = threadIdx.x - 128;        // 0..255 across both consumer warpgroups
+    const int consumer_wg = warp_group - 1;  // 0 or 1: rows [64*wg, 64*wg + 64) of each unit's tile
+
+    typename KT::TiledMmaQK mma_qk;
+    typename KT::TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(ct);
+    auto thr_pv = mma_pv.get_thread_slice(ct);
+    const bool tail = (kp.seqlen_k % C::kBlockN) != 0;
+    const int64_t o_row_stride = int64_t(kp.heads_q) * C::kHeadDim;
+
+    auto turn_wait = [&]() { cutlass::arch::NamedBarrier::sync(256, kTurnBarrierBase + consumer_wg); };
+    auto turn_pass = [&](bool last) {
+      if (!(last && consumer_wg == 1)) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + (1 - consumer_wg));
+    };
+
+#pragma unroll 1
+    for (int i = 0; i < units; ++i) {
+      const int slot = i % kResidentQStages;
+      const int head = cta.head(i, kp.group), m_block = cta.m_block(i), batch = cta.batch;
+      // Thread- and address-only values from opaque copies, per unit (as the persistent attention_kernel:
+      // hoisted out of the unit loop they stay live through the mainloop and spill).
+      int ct_u = ct, smem_off = 0;
+      asm volatile("" : "+r"(ct_u), "+r"(smem_off));
+      auto thr_qk_u = mma_qk.get_thread_slice(ct_u);
+      Tensor tSrQ = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(ss.q + smem_off), SmemLayoutQRing{}));  // (.., 8, stages)
+      Tensor tSrK = thr_qk.partition_fragment_B(make_tensor(make_smem_ptr(ss.k + smem_off), typename KT::SmemLayoutK{}));
+      Tensor tOrV = thr_pv.partition_fragment_B(make_tensor(make_smem_ptr(ss.v + smem_off), typename KT::SmemLayoutV{}));
+      Tensor tScS = thr_qk_u.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+      int row[2];
+      const int first_row = m_block * C::kBlockM;
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) row[r] = first_row + get<0>(tScS(acc_idx(0, r, 0)));
+      const int col0 = get<1>(tScS(acc_idx(0, 0, 0)));
+      Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{});
+      Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{});
+      Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+      static_assert(decltype(size(tSrS))::value == 64 && decltype(size(tOrP))::value == 64 &&
+                        decltype(size(tOrO))::value == 64,
+                    "unexpected per-thread fragment sizes");
+
+      const uint16_t* mask_row[2] = {nullptr, nullptr};
+      if (kMasked && kp.mask != nullptr) {
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r)
+          if (row[r] < kp.seqlen_q)
+            mask_row[r] = kp.mask + int64_t(batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride;
+      }
+
+      float m[2] = {kNegInf, kNegInf};
+      float l[2] = {0.f, 0.f};
+      clear(tOrO);
+      const int n_tiles = unit_key_tiles<128>(kp, m_block);
+      const TileWalker walk(kp, batch, m_block, n_tiles);
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full[slot], (i / kResidentQStages) & 1);
+
+      auto issue_qk = [&](int n) {
+        mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
+        warpgroup_fence_operand(tSrS);
+        warpgroup_arrive();
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+          cute::gemm(mma_qk, tSrQ(_, _, kb, slot), tSrK(_, _, kb, n), tSrS);
+          mma_qk.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+      };
+      auto issue_pv = [&](int n) {
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tOrP);
+        warpgroup_arrive();
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, n), tOrO);
+        warpgroup_commit_batch();
+      };
+      float rescale[2];
+      // attention_kernel's softmax step for 128-key tiles without staged masks (its kLean / kCausalTiles
+      // builds when kMasked): the same variant for the same tile, hence the same bits.
+      auto softmax = [&](int n) {
+        const int key0 = n * C::kBlockN;
+        const bool last_tail = tail && n == n_tiles - 1;
+        const bool causal_diag = kp.causal && key0 + C::kBlockN - 1 > first_row;
+        if constexpr (kMasked) {
+          const int kind = walk.kind(n);
+          const bool load_mask = kind != kTileZero;
+          if (walk.causal_predicate(kind)) {
+            softmax_tile<true, kMaskGlobal, true, true, true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+          } else if (kp.lean_zero && (!load_mask || kp.mask == nullptr) && !last_tail && !causal_diag) {
+            softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+          } else {
+            softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, load_mask);
+          }
+        } else {
+          if (causal_diag || !kp.fold_scale || last_tail)
+            softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+          else
+            softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+        }
+      };
+      auto convert_p = [&]() {
+        CUTE_UNROLL
+        for (int e = 0; e < size(tSrS); ++e) tOrP(e) = Element(tSrS(e));
+      };
+      auto rescale_o = [&]() {
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          CUTE_UNROLL
+          for (int j = 0; j < kOColGroups; ++j) {
+            CUTE_UNROLL
+            for (int c = 0; c < 2; ++c) tOrO(acc_idx(c, r, j)) *= rescale[r];
+          }
+        }
+      };
+
+      // attention_kernel's rotated, pipelined loop (S_n and P_{n-1} V_{n-1} issued together, the ping-pong
+      // turns between the two warpgroups), on resident key tiles instead of the K / V rings.
+      int n = walk.next(0);
+      if (n < n_tiles) {
+        if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
+        cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[n], 0);
+        turn_wait();
+        issue_qk(n);
+        turn_pass(false);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        bool first = true;
+        int prev = n;
+#pragma unroll 1
+        while (true) {
+          softmax(n);
+          warpgroup_wait<0>();  // P_{n-1} V_{n-1} (nothing in flight on the first tile)
+          warpgroup_fence_operand(tOrO);
+          warpgroup_fence_operand(tOrP);
+          if (!first) rescale_o();
+          convert_p();
+          first = false;
+          const int next = walk.next(n + 1);
+          if (next >= n_tiles) break;
+          prev = n;
+          n = next;
+          cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[n], 0);
+          turn_wait();
+          issue_qk(n);
+          issue_pv(prev);
+          turn_pass(false);
+          warpgroup_wait<1>();
+          warpgroup_fence_operand(tSrS);
+        }
+        turn_wait();
+        issue_pv(n);
+        turn_pass(true);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+      }
+      // Every wgmma of this unit has completed: the Q stage is free for the unit after next.
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[slot]);
+
+      // ---------------------------------------------------------------- epilogue: O / l from registers
+      float inv_l[2];
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const float total = quad_sum(l[r]);
+        inv_l[r] = total > 0.f ? 1.f / total : 0.f;  // l == 0: every key was -inf -> O = 0
+      }
+      Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
+          make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int q_row = first_row + get<0>(tOcO(acc_idx(0, r, 0)));
+        if (q_row < kp.seqlen_q) {
+          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head) * C::kHeadDim;
+          CUTE_UNROLL
+          for (int j = 0; j < kOColGroups; ++j) {
+            const int i0 = acc_idx(0, r, j);
+            *reinterpret_cast<__nv_bfloat162*>(dst + get<1>(tOcO(i0))) =
+                __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
+          }
+        }
+      }
+    }  // units
+  }
+#endif  // sm_90a
+}
+
+// One CTA per (batch, KV head, chunk of attn_rules::ResidentPlan::heads query heads).
+inline AttentionStatus launch_resident(KernelArgs args, const attn_rules::ResidentPlan& plan, const AttentionParams& p) {
+  args.resident_heads = plan.heads;
+  args.resident_chunks = plan.chunks;
+  const KernelParams<128> kp{
+      args,
+      make_tma_k<128>(static_cast<const Element*>(p.k), p.seqlen_k, p.heads_kv, p.batch,
+                      slab_strides(p.k_strides, p.heads_kv, p.seqlen_k)),
+      make_tma_v<128>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch,
+                      slab_strides(p.v_strides, p.heads_kv, p.seqlen_k))};
+  auto run = [&](auto kernel) {
+    return launch_pdl(kernel, dim3(unsigned(plan.ctas)), dim3(C::kThreads), kResidentSmemBytes, p.stream, 0, kp) ==
+                   cudaSuccess
+               ? AttentionStatus::kSuccess
+               : AttentionStatus::kLaunchFailed;
+  };
+  if (p.mask != nullptr) {
+    if (!max_dynamic_smem_once<kv_resident_kernel<true>>(p.device, kResidentSmemBytes)) return AttentionStatus::kInitFailed;
+    return run(kv_resident_kernel<true>);
+  }
+  if (!max_dynamic_smem_once<kv_resident_kernel<false>>(p.device, kResidentSmemBytes)) return AttentionStatus::kInitFailed;
+  return run(kv_resident_kernel<false>);
+}
+
