@@ -198,11 +198,19 @@ inline PackPlan pack_plan(const AttentionParams& p, int mode, bool summary) {
 // runs the chunk's units (query head x 128-row q-block) back to back, their Q tiles through a 2-stage
 // ring. Eligible: at most kResidentMaxKeyTiles key tiles, 128-key tiles (block_n's choice: below 257 keys
 // the rule always picks 128 since every width takes two steps; a forced wider VLATTN_ATTN_BN keeps the
-// per-unit kernels); it is decided before GQA packing, which it excludes. mode (VLATTN_ATTN_RESIDENT): 0 = never, 1 (default) = when a CTA
-// gets at least kResidentMinUnits units, 2 = whenever eligible.
+// per-unit kernels); it is decided before GQA packing, which it excludes. mode (VLATTN_ATTN_RESIDENT):
+// 0 = never, 1 (default) = the rule below, 2 = whenever eligible.
 // The chunk: the head count h (1..G) minimizing waves(h) x (h x q-blocks + 1), the 1 standing for a CTA's
 // fixed cost (launch, prologue, the K / V loads, about one unit's time), ties to the larger h (fewer
-// K / V loads). 007 (G = 7): B32 S128 -> 7 heads, 128 CTAs; B64 S256 -> 7, 256 CTAs; B1 S128 -> 1, 28 CTAs.
+// K / V loads). 007 (G = 7): B32 S128 -> 7 heads, 128 CTAs; B64 S256 -> 7, 256 CTAs; B8 S128 -> 2, 128 CTAs.
+// The rule (mode 1) takes it where that cost is below the per-unit grid's, waves x (1 + 1), and not where
+// the per-unit path runs its persistent staged-mask grid (a mask of <= 2 key tiles in >= 8 waves of units:
+// persistent_pays). H200, 2026-12-04, same-process A/B of the layers (bench --switch VLATTN_ATTN_RESIDENT=0,1
+// with every eligible shape on it, graph replay, µs; bench/NOTES.md thirty-fifth session call 1): 007 B4 S256
+// 142.1 -> 132.7, B32 S128 430.6 -> 420.4, B8 S128 130.0 -> 129.7, 034 B16 Lq128 365.4 -> 358.2; against the
+// persistent staged-mask grid B32 S256 828.5 -> 836.8, B64 S256 1717.9 -> 1747.8. A unit costs the same ~8 µs
+// in both kernels: what the resident one saves is the CTA's launch, prologue and loads, and in a single wave
+// it serializes units the per-unit grid runs side by side (007 B1 S256 alone: 23.9 -> 32.6 µs).
 constexpr int kResidentMaxKeyTiles = 2;
 constexpr int kResidentMinUnits = 2;
 struct ResidentPlan {
@@ -238,7 +246,14 @@ inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mod
   }
   plan.units_per_cta = int(std::min<long long>(INT_MAX, plan.heads * m_blocks));
   if (plan.ctas > INT_MAX) return ResidentPlan{};
-  plan.use = mode >= 2 || plan.units_per_cta >= kResidentMinUnits;
+  if (mode >= 2) {
+    plan.use = true;
+    return plan;
+  }
+  const long long units = q_block_ctas(p);
+  const long long per_unit_cost = (units + sms - 1) / sms * 2;
+  const bool persistent_staged = p.mask != nullptr && mask_vec16(p) && units >= kPersistentMinWaves * sms;
+  plan.use = plan.units_per_cta >= kResidentMinUnits && best_cost < per_unit_cost && !persistent_staged;
   return plan;
 }
 

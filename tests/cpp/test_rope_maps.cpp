@@ -203,26 +203,32 @@ bool attention_pack_rule(std::string& err) {
 }
 
 // The K/V-resident kernel: at most two 128-key tiles, chunks of query heads by waves x (heads x q-blocks + 1),
-// used from two units per CTA (mode 1), always when eligible (mode 2), never (mode 0).
+// used (mode 1) where that beats the per-unit grid's waves x 2 and the persistent staged-mask grid does not run,
+// always when eligible (mode 2), never (mode 0).
 bool attention_resident_rule(std::string& err) {
   using attn_rules::resident_plan;
   const attn_rules::ResidentPlan b32 = resident_plan(attn(32, 28, 4, 128, 128, true), 1, 0);  // 007 B32 S128
   EXPECT(b32.use && b32.heads == 7 && b32.chunks == 1 && b32.ctas == 128 && b32.units_per_cta == 7);
   const attn_rules::ResidentPlan b64 = resident_plan(attn(64, 28, 4, 256, 256, true), 1, 0);  // 007 B64 S256
-  EXPECT(b64.use && b64.heads == 7 && b64.ctas == 256 && b64.units_per_cta == 14);
+  EXPECT(!b64.use && b64.heads == 7 && b64.ctas == 256 && b64.units_per_cta == 14);  // persistent staged grid
+  EXPECT(resident_plan(attn(64, 28, 4, 256, 256, true), 2, 0).use);
+  EXPECT(!resident_plan(attn(32, 28, 4, 256, 256, true), 1, 0).use);  // 1792 units: persistent staged grid
   const attn_rules::ResidentPlan b1 = resident_plan(attn(1, 28, 4, 128, 128, true), 1, 0);  // one unit per CTA
   EXPECT(!b1.use && b1.heads == 1 && b1.ctas == 28);
   EXPECT(resident_plan(attn(1, 28, 4, 128, 128, true), 2, 0).use);                  // forced
-  EXPECT(resident_plan(attn(1, 28, 4, 256, 256, true), 1, 0).use);                  // 2 q-blocks per head
+  EXPECT(!resident_plan(attn(1, 28, 4, 256, 256, true), 1, 0).use);  // 56 per-unit CTAs run side by side
+  EXPECT(resident_plan(attn(4, 28, 4, 256, 256, true), 1, 0).use);   // 224 per-unit CTAs, 112 resident
   const attn_rules::ResidentPlan b8 = resident_plan(attn(8, 28, 4, 128, 128, true), 1, 0);  // 224 CTAs at 1 head
   EXPECT(b8.use && b8.heads == 2 && b8.chunks == 4 && b8.ctas == 128);
+  EXPECT(!resident_plan(attn(4, 28, 4, 128, 128, true), 1, 0).use);  // 112 per-unit CTAs: one wave either way
   const attn_rules::ResidentPlan x16 = resident_plan(attn(16, 32, 8, 128, 196, false), 1, 0);  // 034 B16 Lq128
   EXPECT(x16.use && x16.heads == 4 && x16.ctas == 128);
+  EXPECT(resident_plan(attn(8, 32, 8, 128, 196, false), 1, 0).use);   // 034 B8 Lq128: 2 heads, 128 CTAs
   EXPECT(!resident_plan(attn(2, 32, 8, 128, 196, false), 1, 0).use);  // 64 CTAs of one unit
   EXPECT(!resident_plan(attn(32, 28, 4, 128, 128, true), 0, 0).use);  // mode 0
   EXPECT(!resident_plan(attn(4, 28, 4, 257, 257, true), 2, 0).use);   // three key tiles
   EXPECT(!resident_plan(attn(16, 32, 8, 128, 196, false), 2, 176).use);  // a forced wider key tile
-  EXPECT(resident_plan(attn(4, 28, 4, 300, 200, false, true), 1, 0).use);  // causal flag, Sq > Sk
+  EXPECT(resident_plan(attn(4, 28, 4, 300, 200, false, true), 1, 0).use);  // causal flag, Sq > Sk: 3 q-blocks
   // The pre-pass always runs for it with a mask and skipping on (its CAUSAL / ZERO tiles need no loads).
   EXPECT(attn_rules::summary_runs(attn(1, 28, 4, 128, 128, true), true));
   EXPECT(!attn_rules::summary_runs(attn(1, 28, 4, 128, 128, false), true));
