@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# ncu of 007 B32 S128's attention (sorted-by-SOL index 9: 896 one-tile units) on both kernels: the per-unit
+# attention_kernel (VLATTN_ATTN_RESIDENT=0) and kv_resident_kernel (the rule's pick there). Writes each one's
+# details page and the resident kernel's SASS source page (per-instruction counters, gzip'd CSV: read it with
+# bench/ncu_source_groups.py) under $OUT, and prints the headline counters.
+#
+#   OUT=... bash bench/ncu_resident.sh [sorted-by-SOL index, default 9]
+set -u
+idx=${1:-9}
+OUT=${OUT:-$PWD/gpu_out}
+VLATTN_ATTN_RESIDENT=0 ncu --set full --import-source no -k regex:attention_kernel --launch-skip 1 --launch-count 1 \
+  -f -o "$OUT/ncu_unit_$idx" python3 bench/ncu_target.py attention 007 "$idx" > "$OUT/ncu_unit_${idx}_run.log" 2>&1
+ncu --set full --import-source no -k regex:kv_resident --launch-skip 1 --launch-count 1 \
+  -f -o "$OUT/ncu_res_$idx" python3 bench/ncu_target.py attention 007 "$idx" > "$OUT/ncu_res_${idx}_run.log" 2>&1
+for k in unit res; do
+  ncu -i "$OUT/ncu_${k}_$idx.ncu-rep" --page details > "$OUT/ncu_${k}_${idx}_details.log" 2>&1
+done
+ncu -i "$OUT/ncu_res_$idx.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_res_${idx}_source.csv" 2> "$OUT/ncu_res_${idx}_source.err"
+gzip -f "$OUT/ncu_res_${idx}_source.csv"
+rm -f "$OUT"/ncu_*_"$idx".ncu-rep
+for k in unit res; do
+  echo "== $k"
+  grep -E "attention_kernel|kv_resident|Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |No Eligible|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|DRAM Throughput|L2 Hit" \
+    "$OUT/ncu_${k}_${idx}_details.log" | head -20
+done
