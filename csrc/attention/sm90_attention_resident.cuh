@@ -64,6 +64,32 @@ CUTLASS_DEVICE ResidentCta resident_cta(const KernelArgs& kp) {
   return r;
 }
 
+// A unit's key tiles as TileWalker sees them, held in registers (at most two tiles: their kinds read once).
+// The consumers build the next unit's while the current unit's first Q K^T runs, so the summary's loads
+// (live rows, then kinds: two dependent L2 round trips) leave the unit's critical path (ncu, 007 B32 S128,
+// bench/NOTES.md thirty-fifth session: ~8% of the kernel's stall samples waited on them at the unit's start).
+struct ResidentTiles {
+  int n_tiles = 0;
+  int kind0 = kTileMixed, kind1 = kTileMixed;
+  bool skip_dead = false;
+  CUTLASS_DEVICE int kind(int n) const { return n == 0 ? kind0 : kind1; }
+  CUTLASS_DEVICE bool causal_predicate(int kind_n) const { return kind_n == kTileCausal && skip_dead; }
+  CUTLASS_DEVICE int next(int n) const {
+    if (skip_dead)
+      while (n < n_tiles && kind(n) == kTileDead) ++n;
+    return n;
+  }
+};
+CUTLASS_DEVICE ResidentTiles resident_tiles(const KernelArgs& kp, int batch, int m_block) {
+  const TileWalker walk(kp, batch, m_block, unit_key_tiles<128>(kp, m_block));
+  ResidentTiles t;
+  t.n_tiles = walk.n_tiles;
+  t.skip_dead = walk.skip_dead;
+  if (t.n_tiles > 0) t.kind0 = walk.kind(0);
+  if (t.n_tiles > 1) t.kind1 = walk.kind(1);
+  return t;
+}
+
 // kMasked: launched with a mask tensor (its CAUSAL / ZERO summary tiles take the lean softmax variants,
 // as attention_kernel's kLean / kCausalTiles builds do); false: no mask (the causal flag or nothing).
 template <bool kMasked>
@@ -145,9 +171,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       if (!(last && consumer_wg == 1)) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + (1 - consumer_wg));
     };
 
+    ResidentTiles next_tiles = units > 0 ? resident_tiles(kp, cta.batch, cta.m_block(0)) : ResidentTiles{};
 #pragma unroll 1
     for (int i = 0; i < units; ++i) {
       const int slot = i % kResidentQStages;
+      const ResidentTiles walk = next_tiles;
+      auto prefetch_next = [&]() {
+        if (i + 1 < units) next_tiles = resident_tiles(kp, cta.batch, cta.m_block(i + 1));
+      };
       const int head = cta.head(i, kp.group), m_block = cta.m_block(i), batch = cta.batch;
       // Thread- and address-only values from opaque copies, per unit (as the persistent attention_kernel:
       // hoisted out of the unit loop they stay live through the mainloop and spill).
@@ -181,8 +212,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       float m[2] = {kNegInf, kNegInf};
       float l[2] = {0.f, 0.f};
       clear(tOrO);
-      const int n_tiles = unit_key_tiles<128>(kp, m_block);
-      const TileWalker walk(kp, batch, m_block, n_tiles);
+      const int n_tiles = walk.n_tiles;
       cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full[slot], (i / kResidentQStages) & 1);
 
       auto issue_qk = [&](int n) {
@@ -252,6 +282,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
         turn_wait();
         issue_qk(n);
         turn_pass(false);
+        prefetch_next();  // under the Q K^T
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
         bool first = true;
@@ -282,12 +313,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
         turn_pass(true);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
+      } else {
+        prefetch_next();
       }
-      // Every wgmma of this unit has completed: the Q stage is free for the unit after next.
-      cutlass::arch::fence_view_async_shared();
-      cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[slot]);
 
-      // ---------------------------------------------------------------- epilogue: O / l from registers
+      // ---------------------------------------------------------------- epilogue
+      // O / l, staged as bf16 in this warpgroup's 64 rows of the unit's Q stage (every wgmma of this unit has
+      // completed, and only this warpgroup's read those rows), then 16-byte coalesced stores: whole 256-byte
+      // rows instead of 32 scattered 4-byte stores per thread, whose register operands the next unit's code
+      // waited on (ncu, 007 B32 S128: ~19% of the stall samples). The stage goes back to the producer after
+      // the stores have read it.
       float inv_l[2];
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
@@ -296,19 +331,38 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       }
       Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
           make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
+      Tensor sO = make_tensor(make_smem_ptr(ss.q + smem_off + slot * cosize_v<SmemLayoutQ>), SmemLayoutQ{});
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
-        const int q_row = first_row + get<0>(tOcO(acc_idx(0, r, 0)));
-        if (q_row < kp.seqlen_q) {
-          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head) * C::kHeadDim;
-          CUTE_UNROLL
-          for (int j = 0; j < kOColGroups; ++j) {
-            const int i0 = acc_idx(0, r, j);
-            *reinterpret_cast<__nv_bfloat162*>(dst + get<1>(tOcO(i0))) =
-                __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
-          }
+        CUTE_UNROLL
+        for (int j = 0; j < kOColGroups; ++j) {
+          const int i0 = acc_idx(0, r, j);
+          const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
+          // Columns cc, cc+1 are adjacent in the swizzled layout (the swizzle permutes 16-byte chunks).
+          *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) =
+              __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
         }
       }
+      cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
+      constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
+      constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
+      constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
+      const int t = ct_u % 128;
+      const int chunk = t % kChunksPerRow;
+      CUTE_UNROLL
+      for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
+        const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
+        const int q_row = first_row + r_local;
+        if (q_row < kp.seqlen_q) {
+          const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
+          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head) * C::kHeadDim +
+                         chunk * kChunk;
+          *reinterpret_cast<uint4*>(dst) = val;
+        }
+      }
+      // The stage's shared-memory reads above precede the producer's next TMA write into it (async proxy).
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[slot]);
     }  // units
   }
 #endif  // sm_90a
