@@ -98,6 +98,10 @@ def make_mask(kind, batch, seqlen_q, seqlen_k, *, width=None, device="cuda"):
 
 
 SMALL_OUTPUT = 65536  # elements
+# The switch tests below compare variants of the per-unit / persistent kernels; without this the K/V-resident
+# kernel (VLATTN_ATTN_RESIDENT's rule) would take their short-key launches in both arms (and it excludes GQA
+# packing). The resident kernel has its own bitwise tests against the per-unit one.
+PER_UNIT = {"VLATTN_ATTN_RESIDENT": "0"}
 
 
 def assert_close(out, ref, ref32, what, *, rows_ok=None):
@@ -539,7 +543,7 @@ def test_mask_smem_matches_global(tmp_path, rng_seed, simple):
     in the same order: the two must agree bitwise, with both consumer loops (subprocesses: the switches are
     read once per process)."""
     results = [outputs_in_subprocess(_MASK_SMEM_SCRIPT, tmp_path / f"out_{smem}.pt",
-                                     {"VLATTN_ATTN_MASK_SMEM": smem, "VLATTN_ATTN_SIMPLE": simple}, rng_seed)
+                                     {"VLATTN_ATTN_MASK_SMEM": smem, "VLATTN_ATTN_SIMPLE": simple, **PER_UNIT}, rng_seed)
                for smem in ("0", "2")]
     assert len(results[0]) == len(results[1])
     for i, (a, b) in enumerate(zip(*results)):
@@ -570,7 +574,7 @@ def test_persistent_matches_per_unit_grid(tmp_path, rng_seed, mask_smem):
     A unit's arithmetic does not depend on the CTA that runs it: the outputs must agree bitwise, with
     the aligned masks' tiles staged in shared memory (MASK_SMEM=2) or read from global memory (0)."""
     results = [outputs_in_subprocess(_PERSISTENT_SCRIPT, tmp_path / f"out_{persistent}.pt",
-                                     {"VLATTN_ATTN_PERSISTENT": persistent, "VLATTN_ATTN_MASK_SMEM": mask_smem},
+                                     {"VLATTN_ATTN_PERSISTENT": persistent, "VLATTN_ATTN_MASK_SMEM": mask_smem, **PER_UNIT},
                                      rng_seed)
                for persistent in ("0", "2")]
     assert len(results[0]) == len(results[1]) == 8
@@ -608,7 +612,7 @@ def test_lean_zero_switch_bitwise(tmp_path, rng_seed, persistent):
     =0 runs the checks everywhere, which cannot fire on those tiles. The outputs must agree bitwise, on
     the per-unit and the persistent grids (subprocesses: the switches are read once per process)."""
     results = [outputs_in_subprocess(_LEAN_SCRIPT, tmp_path / f"out_{lean}.pt",
-                                     {"VLATTN_ATTN_LEAN_ZERO": lean, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
+                                     {"VLATTN_ATTN_LEAN_ZERO": lean, "VLATTN_ATTN_PERSISTENT": persistent, **PER_UNIT}, rng_seed)
                for lean in ("0", "2")]
     assert len(results[0]) == len(results[1]) == 8
     for i, (a, b) in enumerate(zip(*results)):
@@ -637,8 +641,8 @@ def test_gqa_packing_matches_unpacked(tmp_path, rng_seed):
     eligible (G >= 2, no mask pre-pass); =0 (the default) never. Packing only regroups rows (every row's arithmetic and
     key order are unchanged), so the outputs must agree bitwise, on the per-unit and the persistent grid
     (poisoned outputs: a row no tile stored stays NaN)."""
-    runs = {"0": {"VLATTN_ATTN_PACK": "0"}, "2": {"VLATTN_ATTN_PACK": "2"},
-            "2p": {"VLATTN_ATTN_PACK": "2", "VLATTN_ATTN_PERSISTENT": "2"}}
+    runs = {"0": {"VLATTN_ATTN_PACK": "0", **PER_UNIT}, "2": {"VLATTN_ATTN_PACK": "2", **PER_UNIT},
+            "2p": {"VLATTN_ATTN_PACK": "2", "VLATTN_ATTN_PERSISTENT": "2", **PER_UNIT}}
     results = {name: outputs_in_subprocess(_PACK_SCRIPT, tmp_path / f"out_{name}.pt", env, rng_seed)
                for name, env in runs.items()}
     assert len(results["0"]) == 13
@@ -686,7 +690,7 @@ def test_key_tile_widths(tmp_path, rng_seed, width, persistent, highest_fp32_mat
     exact multiples, on the per-unit and the persistent grid; a masked and a causal call in the same
     process must still be right (128 only)."""
     cases = outputs_in_subprocess(_WIDTH_SCRIPT, tmp_path / f"out_{width}_{persistent}.pt",
-                                  {"VLATTN_ATTN_BN": width, "VLATTN_ATTN_PERSISTENT": persistent}, rng_seed)
+                                  {"VLATTN_ATTN_BN": width, "VLATTN_ATTN_PERSISTENT": persistent, **PER_UNIT}, rng_seed)
     assert len(cases) == 24
     for q, k, v, m, causal, out in cases:
         q, k, v = q.cuda(), k.cuda(), v.cuda()

@@ -203,14 +203,14 @@ inline PackPlan pack_plan(const AttentionParams& p, int mode, bool summary) {
 // The chunk: the head count h (1..G) minimizing waves(h) x (h x q-blocks + 1), the 1 standing for a CTA's
 // fixed cost (launch, prologue, the K / V loads, about one unit's time), ties to the larger h (fewer
 // K / V loads). 007 (G = 7): B32 S128 -> 7 heads, 128 CTAs; B64 S256 -> 7, 256 CTAs; B8 S128 -> 2, 128 CTAs.
-// The rule (mode 1) takes it where that cost is below the per-unit grid's, waves x (1 + 1), and not where
-// the per-unit path runs its persistent staged-mask grid (a mask of <= 2 key tiles in >= 8 waves of units:
-// persistent_pays). H200, 2026-12-04, same-process A/B of the layers (bench --switch VLATTN_ATTN_RESIDENT=0,1
-// with every eligible shape on it, graph replay, µs; bench/NOTES.md thirty-fifth session call 1): 007 B4 S256
-// 142.1 -> 132.7, B32 S128 430.6 -> 420.4, B8 S128 130.0 -> 129.7, 034 B16 Lq128 365.4 -> 358.2; against the
-// persistent staged-mask grid B32 S256 828.5 -> 836.8, B64 S256 1717.9 -> 1747.8. A unit costs the same ~8 µs
-// in both kernels: what the resident one saves is the CTA's launch, prologue and loads, and in a single wave
-// it serializes units the per-unit grid runs side by side (007 B1 S256 alone: 23.9 -> 32.6 µs).
+// The rule (mode 1) takes it where that cost is below the per-unit grid's, waves x (1 + 1): in a single wave
+// the resident CTA would run in series units that the per-unit grid runs side by side (007 B1 S256, attention
+// alone: 23.9 -> 32.6 µs with it forced). H200, 2026-12-04, same-process A/Bs (bench/NOTES.md thirty-fifth
+// session calls 4-5; the kernel with its staged 16-byte epilogue), µs, per-unit (or persistent) -> resident:
+// attention alone 007 B32 S128 60.7 -> 50.4, B4 S256 26.9 -> 24.5, B64 S256 204.0 -> 188.3, 034 B16 Lq128 40.1 ->
+// 35.8, B8 Lq128 24.0 -> 21.6, 007 B8 S128 21.1 -> 22.7; layers in graph replay 007 B32 S128 429.4 -> 397.2, B4 S256
+// 134.4 -> 128.6, B8 S128 129.0 -> 127.1, B32 S256 765.9 -> 756.4, B64 S256 1732.4 -> 1726.4, 034 B16 Lq128 342.6 ->
+// 336.2, B8 Lq128 174.6 -> 172.1.
 constexpr int kResidentMaxKeyTiles = 2;
 constexpr int kResidentMinUnits = 2;
 struct ResidentPlan {
@@ -252,8 +252,7 @@ inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mod
   }
   const long long units = q_block_ctas(p);
   const long long per_unit_cost = (units + sms - 1) / sms * 2;
-  const bool persistent_staged = p.mask != nullptr && mask_vec16(p) && units >= kPersistentMinWaves * sms;
-  plan.use = plan.units_per_cta >= kResidentMinUnits && best_cost < per_unit_cost && !persistent_staged;
+  plan.use = plan.units_per_cta >= kResidentMinUnits && best_cost < per_unit_cost;
   return plan;
 }
 

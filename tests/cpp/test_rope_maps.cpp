@@ -203,16 +203,14 @@ bool attention_pack_rule(std::string& err) {
 }
 
 // The K/V-resident kernel: at most two 128-key tiles, chunks of query heads by waves x (heads x q-blocks + 1),
-// used (mode 1) where that beats the per-unit grid's waves x 2 and the persistent staged-mask grid does not run,
-// always when eligible (mode 2), never (mode 0).
+// used (mode 1) where that beats the per-unit grid's waves x 2, always when eligible (mode 2), never (mode 0).
 bool attention_resident_rule(std::string& err) {
   using attn_rules::resident_plan;
   const attn_rules::ResidentPlan b32 = resident_plan(attn(32, 28, 4, 128, 128, true), 1, 0);  // 007 B32 S128
   EXPECT(b32.use && b32.heads == 7 && b32.chunks == 1 && b32.ctas == 128 && b32.units_per_cta == 7);
   const attn_rules::ResidentPlan b64 = resident_plan(attn(64, 28, 4, 256, 256, true), 1, 0);  // 007 B64 S256
-  EXPECT(!b64.use && b64.heads == 7 && b64.ctas == 256 && b64.units_per_cta == 14);  // persistent staged grid
-  EXPECT(resident_plan(attn(64, 28, 4, 256, 256, true), 2, 0).use);
-  EXPECT(!resident_plan(attn(32, 28, 4, 256, 256, true), 1, 0).use);  // 1792 units: persistent staged grid
+  EXPECT(b64.use && b64.heads == 7 && b64.ctas == 256 && b64.units_per_cta == 14);
+  EXPECT(resident_plan(attn(32, 28, 4, 256, 256, true), 1, 0).use);  // 128 CTAs of 14 units
   const attn_rules::ResidentPlan b1 = resident_plan(attn(1, 28, 4, 128, 128, true), 1, 0);  // one unit per CTA
   EXPECT(!b1.use && b1.heads == 1 && b1.ctas == 28);
   EXPECT(resident_plan(attn(1, 28, 4, 128, 128, true), 2, 0).use);                  // forced
