@@ -422,6 +422,50 @@ constexpr int kColGroups = C::kBlockN / 8;     // of a 128-key score tile (stage
 constexpr int kOColGroups = C::kHeadDim / 8;   // of the 64 x 128 O accumulator
 CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4 * j; }
 
+// The consumers' per-unit steps that both kernels (attention_kernel, kv_resident_kernel) share.
+// P = bf16(S), element by element: the RS operand's register layout holds the accumulator's (row, col) pairs
+// in the same compact order (see the consumer's tOrP).
+template <class FragS, class FragP>
+CUTLASS_DEVICE void scores_to_p(FragS const& s, FragP& p) {
+  CUTE_UNROLL
+  for (int e = 0; e < size(s); ++e) p(e) = Element(s(e));
+}
+// O *= rescale[r] on this thread's two rows of the 64 x 128 O accumulator.
+template <class FragO>
+CUTLASS_DEVICE void rescale_rows(FragO& o, const float (&rescale)[2]) {
+  CUTE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    CUTE_UNROLL
+    for (int j = 0; j < kOColGroups; ++j) {
+      CUTE_UNROLL
+      for (int c = 0; c < 2; ++c) o(acc_idx(c, r, j)) *= rescale[r];
+    }
+  }
+}
+// 1 / (row sum) of this thread's two rows, the quad's partial sums reduced; 0 where the sum is 0 (every key
+// was -inf: O = 0).
+CUTLASS_DEVICE void inverse_row_sums(const float (&l)[2], float (&inv_l)[2]) {
+  CUTE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const float total = quad_sum(l[r]);
+    inv_l[r] = total > 0.f ? 1.f / total : 0.f;
+  }
+}
+// This thread's O / l as bf16 pairs into a staging tile with SmemLayoutQ (columns cc, cc + 1 stay adjacent in
+// the swizzled layout: the swizzle permutes 16-byte chunks). tOcO: the (row, col) of each O element.
+template <class FragO, class CoordO, class TensorS>
+CUTLASS_DEVICE void stage_o(FragO const& o, CoordO const& tOcO, const float (&inv_l)[2], TensorS& sO) {
+  CUTE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    CUTE_UNROLL
+    for (int j = 0; j < kOColGroups; ++j) {
+      const int i0 = acc_idx(0, r, j);
+      const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
+      *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) = __floats2bfloat162_rn(o(i0) * inv_l[r], o(i0 + 1) * inv_l[r]);
+    }
+  }
+}
+
 // Online softmax over one S tile, in place: S becomes p = exp2((x - m) log2e), l accumulates this
 // thread's partial row sums (quad-reduced at the end), and rescale[r] = exp2((m_old - m_new) log2e) is
 // returned for O: the caller applies it once the previous P V (still running on the tensor cores
@@ -926,21 +970,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       else return VLATTN_SOFTMAX_STEP();
     }();
 #undef VLATTN_SOFTMAX_STEP
-    auto convert_p = [&]() {
-      CUTE_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) tOrP(i) = Element(tSrS(i));
-    };
-
-    auto rescale_o = [&]() {
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        CUTE_UNROLL
-        for (int j = 0; j < kOColGroups; ++j) {
-          CUTE_UNROLL
-          for (int c = 0; c < 2; ++c) tOrO(acc_idx(c, r, j)) *= rescale[r];
-        }
-      }
-    };
+    auto convert_p = [&]() { scores_to_p(tSrS, tOrP); };
+    auto rescale_o = [&]() { rescale_rows(tOrO, rescale); };
 
     if constexpr (!kPipelined) {
       // Plain loop: every step waits for its GEMM before going on.
@@ -1036,11 +1067,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
     // ---------------------------------------------------------------- epilogue
     float inv_l[2];
-    CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      const float total = quad_sum(l[r]);
-      inv_l[r] = total > 0.f ? 1.f / total : 0.f;  // l == 0: every key was -inf -> O = 0
-    }
+    inverse_row_sums(l, inv_l);
     Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
         make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
     const int64_t o_row_stride = int64_t(kp.heads_q) * C::kHeadDim;
@@ -1081,17 +1108,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // one shared helper (a lambda returning the row's pointer) cost these kernels 64-88 SASS
       // instructions (ptxas, twenty-third session), and their code is as it was before the branch.
       Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        CUTE_UNROLL
-        for (int j = 0; j < kOColGroups; ++j) {
-          const int i0 = acc_idx(0, r, j);
-          const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
-          __nv_bfloat162 pair = __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
-          // Columns cc, cc+1 are adjacent in the swizzled layout (the swizzle permutes 16-byte chunks).
-          *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) = pair;
-        }
-      }
+      stage_o(tOrO, tOcO, inv_l, sO);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
 
       // 16 chunks per 256-byte row, 128 threads cover 8 rows per pass.

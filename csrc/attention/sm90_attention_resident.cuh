@@ -258,20 +258,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
             softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
         }
       };
-      auto convert_p = [&]() {
-        CUTE_UNROLL
-        for (int e = 0; e < size(tSrS); ++e) tOrP(e) = Element(tSrS(e));
-      };
-      auto rescale_o = [&]() {
-        CUTE_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          CUTE_UNROLL
-          for (int j = 0; j < kOColGroups; ++j) {
-            CUTE_UNROLL
-            for (int c = 0; c < 2; ++c) tOrO(acc_idx(c, r, j)) *= rescale[r];
-          }
-        }
-      };
 
       // attention_kernel's rotated, pipelined loop (S_n and P_{n-1} V_{n-1} issued together, the ping-pong
       // turns between the two warpgroups), on resident key tiles instead of the K / V rings.
@@ -293,8 +279,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
           warpgroup_wait<0>();  // P_{n-1} V_{n-1} (nothing in flight on the first tile)
           warpgroup_fence_operand(tOrO);
           warpgroup_fence_operand(tOrP);
-          if (!first) rescale_o();
-          convert_p();
+          if (!first) rescale_rows(tOrO, rescale);
+          scores_to_p(tSrS, tOrP);
           first = false;
           const int next = walk.next(n + 1);
           if (next >= n_tiles) break;
@@ -324,25 +310,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       // waited on (ncu, 007 B32 S128: ~19% of the stall samples). The stage goes back to the producer after
       // the stores have read it.
       float inv_l[2];
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const float total = quad_sum(l[r]);
-        inv_l[r] = total > 0.f ? 1.f / total : 0.f;  // l == 0: every key was -inf -> O = 0
-      }
+      inverse_row_sums(l, inv_l);
       Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
           make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
       Tensor sO = make_tensor(make_smem_ptr(ss.q + smem_off + slot * cosize_v<SmemLayoutQ>), SmemLayoutQ{});
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        CUTE_UNROLL
-        for (int j = 0; j < kOColGroups; ++j) {
-          const int i0 = acc_idx(0, r, j);
-          const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
-          // Columns cc, cc+1 are adjacent in the swizzled layout (the swizzle permutes 16-byte chunks).
-          *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) =
-              __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
-        }
-      }
+      stage_o(tOrO, tOcO, inv_l, sO);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
       constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
       constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
