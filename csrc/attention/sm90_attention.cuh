@@ -423,6 +423,29 @@ constexpr int kOColGroups = C::kHeadDim / 8;   // of the 64 x 128 O accumulator
 CUTLASS_DEVICE constexpr int acc_idx(int c, int r, int j) { return c + 2 * r + 4 * j; }
 
 // The consumers' per-unit steps that both kernels (attention_kernel, kv_resident_kernel) share.
+// Issue S = Q K^T (wgmma SS, asynchronous: the caller waits): A = Q's fragment (.., k-blocks), B = one K tile's.
+template <class Mma, class FragQ, class FragK, class FragS>
+CUTLASS_DEVICE void issue_qk_gemm(Mma& mma, FragQ const& q, FragK const& k, FragS& s) {
+  mma.accumulate_ = GMMA::ScaleOut::Zero;
+  warpgroup_fence_operand(s);
+  warpgroup_arrive();
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(q); ++kb) {
+    cute::gemm(mma, q(_, _, kb), k(_, _, kb), s);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+}
+// Issue O += P V (wgmma RS, asynchronous): P from registers, B = one V tile's fragment.
+template <class Mma, class FragP, class FragV, class FragO>
+CUTLASS_DEVICE void issue_pv_gemm(Mma& mma, FragP& p, FragV const& v, FragO& o) {
+  warpgroup_fence_operand(o);
+  warpgroup_fence_operand(p);
+  warpgroup_arrive();
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(p); ++kb) cute::gemm(mma, p(_, _, kb), v(_, _, kb), o);
+  warpgroup_commit_batch();
+}
 // P = bf16(S), element by element: the RS operand's register layout holds the accumulator's (row, col) pairs
 // in the same compact order (see the consumer's tOrP).
 template <class FragS, class FragP>
@@ -882,27 +905,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, it & 1);
 
-    // Issue S = Q K^T on a K stage (asynchronous: the caller waits).
-    auto issue_qk = [&](int stage) {
-      mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
-      warpgroup_fence_operand(tSrS);
-      warpgroup_arrive();
-      CUTE_UNROLL
-      for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
-        cute::gemm(mma_qk, tSrQ(_, _, kb), tSrK(_, _, kb, stage), tSrS);
-        mma_qk.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-    };
-    // Issue O += P V for the V stage (asynchronous).
-    auto issue_pv = [&](int stage) {
-      warpgroup_fence_operand(tOrO);
-      warpgroup_fence_operand(tOrP);
-      warpgroup_arrive();
-      CUTE_UNROLL
-      for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, stage), tOrO);
-      warpgroup_commit_batch();
-    };
+    // Issue S = Q K^T on a K stage / O += P V for a V stage (asynchronous: the caller waits).
+    auto issue_qk = [&](int stage) { issue_qk_gemm(mma_qk, tSrQ, tSrK(_, _, _, stage), tSrS); };
+    auto issue_pv = [&](int stage) { issue_pv_gemm(mma_pv, tOrP, tOrV(_, _, _, stage), tOrO); };
     float rescale[2];
     // The softmax step of key tile n. ptxas left it as a call in the persistent staged-mask kernels (a
     // 672-byte stack frame: the accumulators in local memory, 4-10x slower per tile on the H200,

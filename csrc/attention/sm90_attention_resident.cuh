@@ -215,25 +215,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       const int n_tiles = walk.n_tiles;
       cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full[slot], (i / kResidentQStages) & 1);
 
-      auto issue_qk = [&](int n) {
-        mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
-        warpgroup_fence_operand(tSrS);
-        warpgroup_arrive();
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
-          cute::gemm(mma_qk, tSrQ(_, _, kb, slot), tSrK(_, _, kb, n), tSrS);
-          mma_qk.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
-      };
-      auto issue_pv = [&](int n) {
-        warpgroup_fence_operand(tOrO);
-        warpgroup_fence_operand(tOrP);
-        warpgroup_arrive();
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, n), tOrO);
-        warpgroup_commit_batch();
-      };
+      auto issue_qk = [&](int n) { issue_qk_gemm(mma_qk, tSrQ(_, _, _, slot), tSrK(_, _, _, n), tSrS); };
+      auto issue_pv = [&](int n) { issue_pv_gemm(mma_pv, tOrP, tOrV(_, _, _, n), tOrO); };
       float rescale[2];
       // attention_kernel's softmax step for 128-key tiles without staged masks (its kLean / kCausalTiles
       // builds when kMasked): the same variant for the same tile, hence the same bits.
