@@ -195,8 +195,8 @@ inline PackPlan pack_plan(const AttentionParams& p, int mode, bool summary) {
 
 // The K/V-resident kernel (sm90_attention_resident.cuh) for key sequences of at most two 128-key tiles: a
 // CTA per (batch, KV head, chunk of `heads` query heads) keeps the KV head's K and V in shared memory and
-// runs the chunk's units (query head x 128-row q-block) back to back, their Q tiles through a 2-stage
-// ring. Eligible: at most kResidentMaxKeyTiles key tiles, 128-key tiles (block_n's choice: below 257 keys
+// runs the chunk's units (query head x 128-row q-block) back to back, their Q tiles through a 3-stage
+// ring (branch resident-pipelined: one rotated loop over the CTA's (unit, key tile) pairs). Eligible: at most kResidentMaxKeyTiles key tiles, 128-key tiles (block_n's choice: below 257 keys
 // the rule always picks 128 since every width takes two steps; a forced wider VLATTN_ATTN_BN keeps the
 // per-unit kernels); it is decided before GQA packing, which it excludes. mode (VLATTN_ATTN_RESIDENT):
 // 0 = never, 1 (default) = the rule below, 2 = whenever eligible.

@@ -10,7 +10,7 @@
 // Here a CTA owns (batch, KV head, a chunk of that KV head's query heads): it loads the KV head's key
 // tiles once (all of them: K and V of at most 256 keys, 128 KB, resident for the CTA's life), then runs
 // the chunk's units (query head x 128-row q-block) one after another, their Q tiles through a ring of
-// two stages so that the next unit's Q lands under the current one. The prologue, the K/V loads and the
+// three stages (the unit whose epilogue stages O in its stage, the current one, the next one loading). The prologue, the K/V loads and the
 // CTA launch are paid once per chunk instead of once per unit.
 //
 // A unit's arithmetic is exactly the per-unit kernel's (same tiles in the same order, the same softmax
@@ -20,7 +20,8 @@
 
 // (Included inside namespace vlattn::attn_sm90, after the kernel helpers it uses.)
 
-constexpr int kResidentQStages = 2;
+// Three Q stages: the unit whose epilogue stages its O in its stage, the current one, the next one loading.
+constexpr int kResidentQStages = 3;
 constexpr int kResidentKeyTiles = attn_rules::kResidentMaxKeyTiles;  // 2
 static_assert(kResidentKeyTiles == C::kStages,
               "the resident K / V tiles reuse the 128-key ring layouts: one stage per key tile");
@@ -155,6 +156,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
     }
   } else {
     // ---------------------------------------------------------------- consumers
+    // One rotated loop over the CTA's (unit, key tile) pairs: S of the next tile and P V of the current one are
+    // issued together whether or not the next tile belongs to the next unit, so a unit's last P V runs under the
+    // next unit's first Q K^T and softmax, and the unit's epilogue (O / l, staged through its Q stage, 16-byte
+    // stores) follows once that P V has landed, before the next unit's first P is converted. Every wgmma sits
+    // on every trip of the loop (C7513, tests/test_codegen.py). A unit's arithmetic is unchanged: same tiles,
+    // same softmax variants, same order; only when its epilogue runs moved.
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
     const int ct = threadIdx.x - 128;        // 0..255 across both consumer warpgroups
     const int consumer_wg = warp_group - 1;  // 0 or 1: rows [64*wg, 64*wg + 64) of each unit's tile
@@ -171,132 +178,89 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       if (!(last && consumer_wg == 1)) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + (1 - consumer_wg));
     };
 
+    Tensor tSrQ = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(ss.q), SmemLayoutQRing{}));  // (.., 8, stages)
+    Tensor tSrK = thr_qk.partition_fragment_B(make_tensor(make_smem_ptr(ss.k), typename KT::SmemLayoutK{}));
+    Tensor tOrV = thr_pv.partition_fragment_B(make_tensor(make_smem_ptr(ss.v), typename KT::SmemLayoutV{}));
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{});
+    Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{});
+    Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+    static_assert(decltype(size(tSrS))::value == 64 && decltype(size(tOrP))::value == 64 &&
+                      decltype(size(tOrO))::value == 64,
+                  "unexpected per-thread fragment sizes");
+
+    // The current unit (its Q K^T, softmax and P V are in flight) ...
+    int i = 0, slot = 0, head = 0, first_row = 0, n_tiles = 0;
+    int row[2];
+    const uint16_t* mask_row[2] = {nullptr, nullptr};
+    float m[2], l[2];
+    ResidentTiles walk;
     ResidentTiles next_tiles = units > 0 ? resident_tiles(kp, cta.batch, cta.m_block(0)) : ResidentTiles{};
-#pragma unroll 1
-    for (int i = 0; i < units; ++i) {
-      const int slot = i % kResidentQStages;
-      const ResidentTiles walk = next_tiles;
-      auto prefetch_next = [&]() {
-        if (i + 1 < units) next_tiles = resident_tiles(kp, cta.batch, cta.m_block(i + 1));
-      };
-      const int head = cta.head(i, kp.group), m_block = cta.m_block(i), batch = cta.batch;
-      // Thread- and address-only values from opaque copies, per unit (as the persistent attention_kernel:
-      // hoisted out of the unit loop they stay live through the mainloop and spill).
+    // ... and the one whose epilogue is pending (its last P V issued with the current unit's first Q K^T).
+    int epi_slot = 0, epi_head = 0, epi_first_row = 0;
+    float inv_l[2] = {0.f, 0.f};
+
+    auto begin_unit = [&](int u) {
+      i = u;
+      slot = u % kResidentQStages;
+      head = cta.head(u, kp.group);
+      first_row = cta.m_block(u) * C::kBlockM;
+      walk = next_tiles;
+      n_tiles = walk.n_tiles;
+      int ct_u = ct;
+      asm volatile("" : "+r"(ct_u));
+      Tensor tScS = mma_qk.get_thread_slice(ct_u).partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        row[r] = first_row + get<0>(tScS(acc_idx(0, r, 0)));
+        mask_row[r] = nullptr;
+        if (kMasked && kp.mask != nullptr && row[r] < kp.seqlen_q)
+          mask_row[r] = kp.mask + int64_t(cta.batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride;
+        m[r] = kNegInf;
+        l[r] = 0.f;
+      }
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full[slot], (u / kResidentQStages) & 1);
+    };
+    auto prefetch_next = [&]() {
+      if (i + 1 < units) next_tiles = resident_tiles(kp, cta.batch, cta.m_block(i + 1));
+    };
+    auto issue_qk = [&](int q_slot, int n) { issue_qk_gemm(mma_qk, tSrQ(_, _, _, q_slot), tSrK(_, _, _, n), tSrS); };
+    auto issue_pv = [&](int n) { issue_pv_gemm(mma_pv, tOrP, tOrV(_, _, _, n), tOrO); };
+    float rescale[2];
+    // attention_kernel's softmax step for 128-key tiles without staged masks (its kLean / kCausalTiles
+    // builds when kMasked): the same variant for the same tile, hence the same bits.
+    auto softmax = [&](int n) {
+      int ct_u = ct;
+      asm volatile("" : "+r"(ct_u));
+      const int col0 = get<1>(mma_qk.get_thread_slice(ct_u).partition_C(
+          make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}))(acc_idx(0, 0, 0)));
+      const int key0 = n * C::kBlockN;
+      const bool last_tail = tail && n == n_tiles - 1;
+      const bool causal_diag = kp.causal && key0 + C::kBlockN - 1 > first_row;
+      if constexpr (kMasked) {
+        const int kind = walk.kind(n);
+        const bool load_mask = kind != kTileZero;
+        if (walk.causal_predicate(kind)) {
+          softmax_tile<true, kMaskGlobal, true, true, true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+        } else if (kp.lean_zero && (!load_mask || kp.mask == nullptr) && !last_tail && !causal_diag) {
+          softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+        } else {
+          softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, load_mask);
+        }
+      } else {
+        if (causal_diag || !kp.fold_scale || last_tail)
+          softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+        else
+          softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+      }
+    };
+    // The pending unit's epilogue: O / l staged as bf16 in this warpgroup's 64 rows of that unit's Q stage (no
+    // wgmma reads them any more), 16-byte coalesced stores, then the stage back to the producer.
+    auto epilogue = [&]() {
       int ct_u = ct, smem_off = 0;
       asm volatile("" : "+r"(ct_u), "+r"(smem_off));
-      auto thr_qk_u = mma_qk.get_thread_slice(ct_u);
-      Tensor tSrQ = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(ss.q + smem_off), SmemLayoutQRing{}));  // (.., 8, stages)
-      Tensor tSrK = thr_qk.partition_fragment_B(make_tensor(make_smem_ptr(ss.k + smem_off), typename KT::SmemLayoutK{}));
-      Tensor tOrV = thr_pv.partition_fragment_B(make_tensor(make_smem_ptr(ss.v + smem_off), typename KT::SmemLayoutV{}));
-      Tensor tScS = thr_qk_u.partition_C(make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
-      int row[2];
-      const int first_row = m_block * C::kBlockM;
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) row[r] = first_row + get<0>(tScS(acc_idx(0, r, 0)));
-      const int col0 = get<1>(tScS(acc_idx(0, 0, 0)));
-      Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{});
-      Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{});
-      Tensor tOrP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<Int<C::kBlockM>, Int<C::kBlockN>>{}));
-      static_assert(decltype(size(tSrS))::value == 64 && decltype(size(tOrP))::value == 64 &&
-                        decltype(size(tOrO))::value == 64,
-                    "unexpected per-thread fragment sizes");
-
-      const uint16_t* mask_row[2] = {nullptr, nullptr};
-      if (kMasked && kp.mask != nullptr) {
-        CUTE_UNROLL
-        for (int r = 0; r < 2; ++r)
-          if (row[r] < kp.seqlen_q)
-            mask_row[r] = kp.mask + int64_t(batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride;
-      }
-
-      float m[2] = {kNegInf, kNegInf};
-      float l[2] = {0.f, 0.f};
-      clear(tOrO);
-      const int n_tiles = walk.n_tiles;
-      cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full[slot], (i / kResidentQStages) & 1);
-
-      auto issue_qk = [&](int n) { issue_qk_gemm(mma_qk, tSrQ(_, _, _, slot), tSrK(_, _, _, n), tSrS); };
-      auto issue_pv = [&](int n) { issue_pv_gemm(mma_pv, tOrP, tOrV(_, _, _, n), tOrO); };
-      float rescale[2];
-      // attention_kernel's softmax step for 128-key tiles without staged masks (its kLean / kCausalTiles
-      // builds when kMasked): the same variant for the same tile, hence the same bits.
-      auto softmax = [&](int n) {
-        const int key0 = n * C::kBlockN;
-        const bool last_tail = tail && n == n_tiles - 1;
-        const bool causal_diag = kp.causal && key0 + C::kBlockN - 1 > first_row;
-        if constexpr (kMasked) {
-          const int kind = walk.kind(n);
-          const bool load_mask = kind != kTileZero;
-          if (walk.causal_predicate(kind)) {
-            softmax_tile<true, kMaskGlobal, true, true, true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
-          } else if (kp.lean_zero && (!load_mask || kp.mask == nullptr) && !last_tail && !causal_diag) {
-            softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
-          } else {
-            softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, load_mask);
-          }
-        } else {
-          if (causal_diag || !kp.fold_scale || last_tail)
-            softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
-          else
-            softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
-        }
-      };
-
-      // attention_kernel's rotated, pipelined loop (S_n and P_{n-1} V_{n-1} issued together, the ping-pong
-      // turns between the two warpgroups), on resident key tiles instead of the K / V rings.
-      int n = walk.next(0);
-      if (n < n_tiles) {
-        if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
-        cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[n], 0);
-        turn_wait();
-        issue_qk(n);
-        turn_pass(false);
-        prefetch_next();  // under the Q K^T
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tSrS);
-        bool first = true;
-        int prev = n;
-#pragma unroll 1
-        while (true) {
-          softmax(n);
-          warpgroup_wait<0>();  // P_{n-1} V_{n-1} (nothing in flight on the first tile)
-          warpgroup_fence_operand(tOrO);
-          warpgroup_fence_operand(tOrP);
-          if (!first) rescale_rows(tOrO, rescale);
-          scores_to_p(tSrS, tOrP);
-          first = false;
-          const int next = walk.next(n + 1);
-          if (next >= n_tiles) break;
-          prev = n;
-          n = next;
-          cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[n], 0);
-          turn_wait();
-          issue_qk(n);
-          issue_pv(prev);
-          turn_pass(false);
-          warpgroup_wait<1>();
-          warpgroup_fence_operand(tSrS);
-        }
-        turn_wait();
-        issue_pv(n);
-        turn_pass(true);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tOrO);
-      } else {
-        prefetch_next();
-      }
-
-      // ---------------------------------------------------------------- epilogue
-      // O / l, staged as bf16 in this warpgroup's 64 rows of the unit's Q stage (every wgmma of this unit has
-      // completed, and only this warpgroup's read those rows), then 16-byte coalesced stores: whole 256-byte
-      // rows instead of 32 scattered 4-byte stores per thread, whose register operands the next unit's code
-      // waited on (ncu, 007 B32 S128: ~19% of the stall samples). The stage goes back to the producer after
-      // the stores have read it.
-      float inv_l[2];
-      inverse_row_sums(l, inv_l);
       Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
           make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
-      Tensor sO = make_tensor(make_smem_ptr(ss.q + smem_off + slot * cosize_v<SmemLayoutQ>), SmemLayoutQ{});
+      Tensor sO = make_tensor(make_smem_ptr(ss.q + smem_off + epi_slot * cosize_v<SmemLayoutQ>), SmemLayoutQ{});
       stage_o(tOrO, tOcO, inv_l, sO);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
       constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
@@ -307,18 +271,78 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       CUTE_UNROLL
       for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
         const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
-        const int q_row = first_row + r_local;
+        const int q_row = epi_first_row + r_local;
         if (q_row < kp.seqlen_q) {
           const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
-          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head) * C::kHeadDim +
-                         chunk * kChunk;
+          Element* dst = kp.o + (int64_t(cta.batch) * kp.seqlen_q + q_row) * o_row_stride +
+                         int64_t(epi_head) * C::kHeadDim + chunk * kChunk;
           *reinterpret_cast<uint4*>(dst) = val;
         }
       }
       // The stage's shared-memory reads above precede the producer's next TMA write into it (async proxy).
       cutlass::arch::fence_view_async_shared();
-      cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[slot]);
-    }  // units
+      cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[epi_slot]);
+    };
+
+    if (units > 0) {
+      begin_unit(0);
+      // The walk never skips every tile of a unit (a DEAD tile is skipped only when every row has a live key
+      // elsewhere), so n < n_tiles here and after every begin_unit.
+      int n = walk.next(0);
+      clear(tOrO);
+      if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[n], 0);
+      turn_wait();
+      issue_qk(slot, n);
+      turn_pass(false);
+      prefetch_next();  // under the Q K^T
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      bool first = true;     // the current tile is its unit's first (no O to rescale)
+      bool pending = false;  // a finished unit's last P V is in flight; its epilogue follows its landing
+#pragma unroll 1
+      while (true) {
+        softmax(n);
+        warpgroup_wait<0>();  // the P V issued with this tile's Q K^T (nothing in flight on the CTA's first tile)
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tOrP);
+        if (pending) {
+          epilogue();
+          clear(tOrO);
+          pending = false;
+        } else if (!first) {
+          rescale_rows(tOrO, rescale);
+        }
+        scores_to_p(tSrS, tOrP);
+        first = false;
+        int next = walk.next(n + 1);
+        if (next >= n_tiles) {
+          // This unit's last tile: its P V goes out with the next unit's first Q K^T.
+          inverse_row_sums(l, inv_l);
+          epi_slot = slot, epi_head = head, epi_first_row = first_row;
+          if (i + 1 >= units) break;
+          begin_unit(i + 1);
+          next = walk.next(0);
+          first = true;
+          pending = true;
+        }
+        cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[next], 0);
+        turn_wait();
+        issue_qk(slot, next);
+        issue_pv(n);
+        turn_pass(false);
+        if (pending) prefetch_next();  // a new unit: the one after it, under this Q K^T
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tSrS);
+        n = next;
+      }
+      turn_wait();
+      issue_pv(n);
+      turn_pass(true);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      epilogue();
+    }
   }
 #endif  // sm_90a
 }
