@@ -196,9 +196,9 @@ inline PackPlan pack_plan(const AttentionParams& p, int mode, bool summary) {
 // The K/V-resident kernel (sm90_attention_resident.cuh) for key sequences of at most two 128-key tiles: a
 // CTA per (batch, KV head, chunk of `heads` query heads) keeps the KV head's K and V in shared memory and
 // runs the chunk's units (query head x 128-row q-block) back to back, their Q tiles through a 3-stage
-// ring (branch resident-pipelined: one rotated loop over the CTA's (unit, key tile) pairs). Eligible: at most kResidentMaxKeyTiles key tiles, 128-key tiles (block_n's choice: below 257 keys
-// the rule always picks 128 since every width takes two steps; a forced wider VLATTN_ATTN_BN keeps the
-// per-unit kernels); it is decided before GQA packing, which it excludes. mode (VLATTN_ATTN_RESIDENT):
+// ring, in one rotated loop over the CTA's (unit, key tile) pairs. Eligible: at most kResidentMaxKeyTiles
+// key tiles, 128-key tiles (block_n's choice: below 257 keys the rule always picks 128 since every width
+// takes two steps; a forced wider VLATTN_ATTN_BN keeps the per-unit kernels); it is decided before GQA packing, which it excludes. mode (VLATTN_ATTN_RESIDENT):
 // 0 = never, 1 (default) = the rule below, 2 = whenever eligible.
 // The chunk: the head count h (1..G) minimizing waves(h) x (h x q-blocks + 1), the 1 standing for a CTA's
 // fixed cost (launch, prologue, the K / V loads, about one unit's time), ties to the larger h (fewer
@@ -210,7 +210,8 @@ inline PackPlan pack_plan(const AttentionParams& p, int mode, bool summary) {
 // attention alone 007 B32 S128 60.7 -> 50.4, B4 S256 26.9 -> 24.5, B64 S256 204.0 -> 188.3, 034 B16 Lq128 40.1 ->
 // 35.8, B8 Lq128 24.0 -> 21.6, 007 B8 S128 21.1 -> 22.7; layers in graph replay 007 B32 S128 429.4 -> 397.2, B4 S256
 // 134.4 -> 128.6, B8 S128 129.0 -> 127.1, B32 S256 765.9 -> 756.4, B64 S256 1732.4 -> 1726.4, 034 B16 Lq128 342.6 ->
-// 336.2, B8 Lq128 174.6 -> 172.1.
+// 336.2, B8 Lq128 174.6 -> 172.1. With the units as one stream of key tiles (call 6, attention alone, forced):
+// B32 S128 61.4 -> 47.8, B64 S256 203.8 -> 180.6, 034 B16 Lq128 40.2 -> 35.0, B4 S256 26.9 -> 25.8.
 constexpr int kResidentMaxKeyTiles = 2;
 constexpr int kResidentMinUnits = 2;
 struct ResidentPlan {

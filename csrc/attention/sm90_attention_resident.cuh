@@ -10,8 +10,11 @@
 // Here a CTA owns (batch, KV head, a chunk of that KV head's query heads): it loads the KV head's key
 // tiles once (all of them: K and V of at most 256 keys, 128 KB, resident for the CTA's life), then runs
 // the chunk's units (query head x 128-row q-block) one after another, their Q tiles through a ring of
-// three stages (the unit whose epilogue stages O in its stage, the current one, the next one loading). The prologue, the K/V loads and the
-// CTA launch are paid once per chunk instead of once per unit.
+// three stages (the unit whose epilogue stages O in its stage, the current one, the next one loading). The
+// prologue, the K/V loads and the CTA launch are paid once per chunk instead of once per unit, and the
+// consumers run the units as one stream of key tiles: a unit's last P V goes out with the next unit's first
+// Q K^T, and its epilogue runs once that P V has landed (H200, attention alone: 007 B32 S128 60.7 -> 50.4 us
+// with the units one after another, 47.8 this way; bench/NOTES.md thirty-fifth session).
 //
 // A unit's arithmetic is exactly the per-unit kernel's (same tiles in the same order, the same softmax
 // variants, the same two consumer warpgroups of 64 rows with the same ping-pong turns): results are
