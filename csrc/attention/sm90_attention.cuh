@@ -476,6 +476,29 @@ CUTLASS_DEVICE void inverse_row_sums(const float (&l)[2], float (&inv_l)[2]) {
 }
 // This thread's O / l as bf16 pairs into a staging tile with SmemLayoutQ (columns cc, cc + 1 stay adjacent in
 // the swizzled layout: the swizzle permutes 16-byte chunks). tOcO: the (row, col) of each O element.
+// A consumer warpgroup's 64 staged O rows (stage_o) to o [B, Sq, Hq * 128], 16 bytes per lane: 16 lanes per
+// 256-byte row, 8 rows per pass. t: the thread's index in its warpgroup; row_map(r_local, q_row, head_out):
+// the tile row's query position and head (a position >= Sq is not stored).
+template <class TensorS, class RowMap>
+CUTLASS_DEVICE void store_o_rows(TensorS const& sO, int t, int consumer_wg, const KernelArgs& kp, int batch,
+                                 int64_t o_row_stride, RowMap const& row_map) {
+  constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
+  constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
+  constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
+  const int chunk = t % kChunksPerRow;
+  CUTE_UNROLL
+  for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
+    const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
+    int q_row, head_out;
+    row_map(r_local, q_row, head_out);
+    if (q_row < kp.seqlen_q) {
+      const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
+      Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head_out) * C::kHeadDim +
+                     chunk * kChunk;
+      *reinterpret_cast<uint4*>(dst) = val;
+    }
+  }
+}
 template <class FragO, class CoordO, class TensorS>
 CUTLASS_DEVICE void stage_o(FragO const& o, CoordO const& tOcO, const float (&inv_l)[2], TensorS& sO) {
   CUTE_UNROLL
@@ -1109,23 +1132,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // One unit per CTA: stage O in this warpgroup's own 64 rows of the Q tile (only this warpgroup's
       // wgmma read them, and all of those completed: warpgroup_wait<0> above), then 16-byte coalesced
       // stores. The staging and store addresses: from the opaque per-unit thread index (see above).
-      // The row -> (position, head) mapping is written out here and in the persistent branch on purpose:
-      // one shared helper (a lambda returning the row's pointer) cost these kernels 64-88 SASS
-      // instructions (ptxas, twenty-third session), and their code is as it was before the branch.
+      // The row -> (position, head) mapping is a functor of store_o_rows (shared with kv_resident_kernel): it
+      // compiles to the same SASS as the loop written out (cuobjdump, thirty-fifth session), where a helper
+      // returning the row's pointer had cost these kernels 64-88 SASS instructions (twenty-third session).
       Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
       stage_o(tOrO, tOcO, inv_l, sO);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
 
-      // 16 chunks per 256-byte row, 128 threads cover 8 rows per pass.
-      constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
-      constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
-      constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
-      const int t = ct_u % 128;
-      const int chunk = t % kChunksPerRow;
-      CUTE_UNROLL
-      for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
-        const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
-        int q_row = first_row + r_local, head_out = head;
+      store_o_rows(sO, ct_u % 128, consumer_wg, kp, batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
+        q_row = first_row + r_local, head_out = head;
         if constexpr (!kMaskSmem) {
           if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
             const int g = r_local / kp.pack_rows;
@@ -1133,13 +1148,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             head_out = head * kp.group + g;
           }
         }
-        if (q_row < kp.seqlen_q) {
-          const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
-          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride +
-                         int64_t(head_out) * C::kHeadDim + chunk * kChunk;
-          *reinterpret_cast<uint4*>(dst) = val;
-        }
-      }
+      });
       break;  // the last unit: nobody waits for q_empty
     }
     }  // units

@@ -266,22 +266,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       Tensor sO = make_tensor(make_smem_ptr(ss.q + smem_off + epi_slot * cosize_v<SmemLayoutQ>), SmemLayoutQ{});
       stage_o(tOrO, tOcO, inv_l, sO);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
-      constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
-      constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
-      constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
-      const int t = ct_u % 128;
-      const int chunk = t % kChunksPerRow;
-      CUTE_UNROLL
-      for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
-        const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
-        const int q_row = epi_first_row + r_local;
-        if (q_row < kp.seqlen_q) {
-          const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
-          Element* dst = kp.o + (int64_t(cta.batch) * kp.seqlen_q + q_row) * o_row_stride +
-                         int64_t(epi_head) * C::kHeadDim + chunk * kChunk;
-          *reinterpret_cast<uint4*>(dst) = val;
-        }
-      }
+      store_o_rows(sO, ct_u % 128, consumer_wg, kp, cta.batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
+        q_row = epi_first_row + r_local, head_out = epi_head;
+      });
       // The stage's shared-memory reads above precede the producer's next TMA write into it (async proxy).
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[epi_slot]);
