@@ -201,22 +201,23 @@ def test_attention_kernels_wgmma_not_serialized(attention_report):
 # its stall samples at 007 B1 S1024 on "no instruction" against 16% for the no-mask kernel (5760)
 # (bench/NOTES.md twentieth session). Lower a budget when a kernel shrinks; raise one only with a
 # measurement that says the larger kernel is still as fast. (2026-12-02: the persistent kernels' budgets
-# lowered 8-19% to their sizes since the early Q release stores O from registers; 144 / 160 added.)
+# lowered 8-19% to their sizes since the early Q release stores O from registers; 144 / 160 added. 2026-12-04:
+# the kernels that stage O lowered 7-14% when the staging moved to shared-state-space addresses.)
 ATTENTION_SASS_BUDGET = {
-    (128, 1, 0, 0, 0): 4230,
-    (128, 1, 0, 0, 1): 5440,
-    (128, 1, 1, 0, 0): 5960,
-    (128, 1, 1, 0, 1): 6390,
+    (128, 1, 0, 0, 0): 3700,
+    (128, 1, 0, 0, 1): 4900,
+    (128, 1, 1, 0, 0): 5500,
+    (128, 1, 1, 0, 1): 5940,
     (128, 1, 0, 1, 0): 3640,
     (128, 1, 0, 1, 1): 4690,
     (128, 1, 1, 1, 1): 6180,
-    (128, 0, 0, 0, 0): 4690,
-    (128, 0, 1, 0, 1): 6160,
-    (144, 1, 0, 0, 0): 3670,
+    (128, 0, 0, 0, 0): 4170,
+    (128, 0, 1, 0, 1): 5690,
+    (144, 1, 0, 0, 0): 3140,
     (144, 1, 0, 1, 0): 3050,
-    (160, 1, 0, 0, 0): 3780,
+    (160, 1, 0, 0, 0): 3240,
     (160, 1, 0, 1, 0): 3160,
-    (176, 1, 0, 0, 0): 3910,
+    (176, 1, 0, 0, 0): 3360,
     (176, 1, 0, 1, 0): 3280,
 }
 
@@ -230,7 +231,7 @@ def test_attention_kernels_code_size(attention_report, attention_dir):
 
 # The K/V-resident kernels (sm90_attention_resident.cuh; kMasked 0 / 1): SASS instructions allowed (today's
 # size + ~3%, as ATTENTION_SASS_BUDGET).
-RESIDENT_SASS_BUDGET = {0: 5120, 1: 6080}
+RESIDENT_SASS_BUDGET = {0: 4000, 1: 4940}
 
 
 def test_resident_attention_kernels(attention_report, attention_dir):

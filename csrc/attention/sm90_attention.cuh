@@ -474,40 +474,81 @@ CUTLASS_DEVICE void inverse_row_sums(const float (&l)[2], float (&inv_l)[2]) {
     inv_l[r] = total > 0.f ? 1.f / total : 0.f;
   }
 }
-// This thread's O / l as bf16 pairs into a staging tile with SmemLayoutQ (columns cc, cc + 1 stay adjacent in
-// the swizzled layout: the swizzle permutes 16-byte chunks). tOcO: the (row, col) of each O element.
+// The O staging tile: a Q-shaped tile of shared memory (a Q stage, 1024-byte aligned) addressed by hand in the
+// shared state space. Through a CuTe tensor on ss.q the compiler lost the address space: every staged pair was a
+// generic ST.E with its own 64-bit swizzled address and every 16-byte read a generic LD.E.128 (cuobjdump: 32 + 8
+// per thread in every kernel that stages O; ncu of kv_resident_kernel at 007 B32 S128: ~950 SASS lines per unit,
+// a quarter of its stall samples). Byte offset of element (r, c) in SmemLayoutQ: 64-column halves kBlockM x 128
+// bytes apart, 128-byte rows, then the 128-byte swizzle (byte bits 7-9 into 4-6), as TMA and CuTe place it.
+CUTLASS_HOST_DEVICE constexpr uint32_t q_tile_linear_byte(uint32_t r, uint32_t c) {
+  return (c / 64) * (C::kBlockM * 128) + r * 128 + (c % 64) * 2;
+}
+CUTLASS_HOST_DEVICE constexpr uint32_t q_tile_byte(uint32_t r, uint32_t c) {
+  return q_tile_linear_byte(r, c) ^ ((q_tile_linear_byte(r, c) & 0x380u) >> 3);
+}
+static_assert(std::is_same_v<std::remove_cv_t<decltype(SmemLayoutQ{}.layout_a())>, Swizzle<3, 4, 3>> &&
+                  SmemLayoutQ{}.layout_b()(0, 64) * 2 == q_tile_linear_byte(0, 64) &&
+                  SmemLayoutQ{}.layout_b()(9, 5) * 2 == q_tile_linear_byte(9, 5) &&
+                  SmemLayoutQ{}.layout_b()(127, 127) * 2 == q_tile_linear_byte(127, 127),
+              "q_tile_byte must address SmemLayoutQ (a 128-byte swizzle over 128-byte rows, 64-column halves)");
+// What stage_o and store_o_rows below take out of the per-element address: from a thread's first element
+// (row r0, column c0 < 8), the element 8r rows and 8j columns on is at q_tile_byte(r0, c0) with the 16-byte
+// chunk bits XOR (j % 8), plus r x 1 KB and (j / 8) x the half's size; a row 8p on is p x 1 KB on.
+// (Rows 0, 5, 10, ..: every low-bit pattern; all of them exceed nvcc's constexpr budget.)
+constexpr bool q_tile_steps_hold() {
+  for (uint32_t r0 = 0; r0 < C::kBlockM; r0 += 5)
+    for (uint32_t c0 = 0; c0 < 8; c0 += 2)
+      for (uint32_t r = 0; r0 + 8 * r < C::kBlockM; ++r)
+        for (uint32_t j = 0; c0 + 8 * j < C::kHeadDim; ++j)
+          if (q_tile_byte(r0 + 8 * r, c0 + 8 * j) !=
+              ((q_tile_byte(r0, c0) ^ ((j % 8) << 4)) + r * 1024 + (j / 8) * (C::kBlockM * 128)))
+            return false;
+  return true;
+}
+static_assert(q_tile_steps_hold(), "the O staging's per-element address steps");
 // A consumer warpgroup's 64 staged O rows (stage_o) to o [B, Sq, Hq * 128], 16 bytes per lane: 16 lanes per
-// 256-byte row, 8 rows per pass. t: the thread's index in its warpgroup; row_map(r_local, q_row, head_out):
-// the tile row's query position and head (a position >= Sq is not stored).
-template <class TensorS, class RowMap>
-CUTLASS_DEVICE void store_o_rows(TensorS const& sO, int t, int consumer_wg, const KernelArgs& kp, int batch,
+// 256-byte row, 8 rows per pass. s_tile: the staging tile's shared-state-space address (1024-byte aligned); t: the
+// thread's index in its warpgroup; row_map(r_local, q_row, head_out): the tile row's query position and head (a
+// position >= Sq is not stored).
+template <class RowMap>
+CUTLASS_DEVICE void store_o_rows(uint32_t s_tile, int t, int consumer_wg, const KernelArgs& kp, int batch,
                                  int64_t o_row_stride, RowMap const& row_map) {
   constexpr int kChunk = 16 / sizeof(Element);          // 8 elements
   constexpr int kChunksPerRow = C::kHeadDim / kChunk;   // 16
   constexpr int kRowsPerPass = 128 / kChunksPerRow;     // 8
   const int chunk = t % kChunksPerRow;
+  const int row0 = consumer_wg * C::kRowsPerConsumer + t / kChunksPerRow;
+  const uint32_t s_row0 = s_tile + q_tile_byte(row0, chunk * kChunk);  // pass p: p x 1 KB on (q_tile_steps_hold)
   CUTE_UNROLL
   for (int pass = 0; pass < C::kRowsPerConsumer / kRowsPerPass; ++pass) {
-    const int r_local = consumer_wg * C::kRowsPerConsumer + pass * kRowsPerPass + t / kChunksPerRow;
+    const int r_local = row0 + pass * kRowsPerPass;
     int q_row, head_out;
     row_map(r_local, q_row, head_out);
     if (q_row < kp.seqlen_q) {
-      const uint4 val = *reinterpret_cast<const uint4*>(&sO(r_local, chunk * kChunk));
+      uint4 val;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
+                   : "r"(s_row0 + pass * kRowsPerPass * 128));
       Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head_out) * C::kHeadDim +
                      chunk * kChunk;
       *reinterpret_cast<uint4*>(dst) = val;
     }
   }
 }
-template <class FragO, class CoordO, class TensorS>
-CUTLASS_DEVICE void stage_o(FragO const& o, CoordO const& tOcO, const float (&inv_l)[2], TensorS& sO) {
+// This thread's O / l as bf16 pairs into the staging tile at s_tile (1024-byte aligned). tOcO: the (row, col)
+// of each O element; pair (r, j) is 8r rows and 8j columns from the first (acc_idx), so one address per thread
+// and its chunk XORs give all 32 (q_tile_steps_hold).
+template <class FragO, class CoordO>
+CUTLASS_DEVICE void stage_o(FragO const& o, CoordO const& tOcO, const float (&inv_l)[2], uint32_t s_tile) {
+  const uint32_t s0 = s_tile + q_tile_byte(get<0>(tOcO(0)), get<1>(tOcO(0)));
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     CUTE_UNROLL
     for (int j = 0; j < kOColGroups; ++j) {
       const int i0 = acc_idx(0, r, j);
-      const int rr = get<0>(tOcO(i0)), cc = get<1>(tOcO(i0));
-      *reinterpret_cast<__nv_bfloat162*>(&sO(rr, cc)) = __floats2bfloat162_rn(o(i0) * inv_l[r], o(i0 + 1) * inv_l[r]);
+      const __nv_bfloat162 v = __floats2bfloat162_rn(o(i0) * inv_l[r], o(i0 + 1) * inv_l[r]);
+      const uint32_t addr = (s0 ^ uint32_t((j % 8) << 4)) + r * 1024 + (j / 8) * (C::kBlockM * 128);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(reinterpret_cast<const uint32_t&>(v)));
     }
   }
 }
@@ -1135,11 +1176,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // The row -> (position, head) mapping is a functor of store_o_rows (shared with kv_resident_kernel): it
       // compiles to the same SASS as the loop written out (cuobjdump, thirty-fifth session), where a helper
       // returning the row's pointer had cost these kernels 64-88 SASS instructions (twenty-third session).
-      Tensor sO = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ{});
-      stage_o(tOrO, tOcO, inv_l, sO);
+      const uint32_t s_tile = cute::cast_smem_ptr_to_uint(ss.q);
+      stage_o(tOrO, tOcO, inv_l, s_tile);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
 
-      store_o_rows(sO, ct_u % 128, consumer_wg, kp, batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
+      store_o_rows(s_tile, ct_u % 128, consumer_wg, kp, batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
         q_row = first_row + r_local, head_out = head;
         if constexpr (!kMaskSmem) {
           if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g

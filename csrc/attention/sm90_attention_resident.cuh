@@ -263,10 +263,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       asm volatile("" : "+r"(ct_u), "+r"(smem_off));
       Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
           make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
-      Tensor sO = make_tensor(make_smem_ptr(ss.q + smem_off + epi_slot * cosize_v<SmemLayoutQ>), SmemLayoutQ{});
-      stage_o(tOrO, tOcO, inv_l, sO);
+      const uint32_t s_tile = cute::cast_smem_ptr_to_uint(ss.q + smem_off + epi_slot * cosize_v<SmemLayoutQ>);
+      stage_o(tOrO, tOcO, inv_l, s_tile);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
-      store_o_rows(sO, ct_u % 128, consumer_wg, kp, cta.batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
+      store_o_rows(s_tile, ct_u % 128, consumer_wg, kp, cta.batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
         q_row = epi_first_row + r_local, head_out = epi_head;
       });
       // The stage's shared-memory reads above precede the producer's next TMA write into it (async proxy).
