@@ -50,8 +50,10 @@ class PtxasReport(dict):
 
 def ptxas_report(tu: str, tmp_path: pathlib.Path) -> PtxasReport:
     """The ptxas -v report of one TU, compiled with the build's device flags (scripts/build_flags.py)."""
+    # -keep: the TU's PTX stays in tmp_path as <stem>.ptx (ptx_entries reads it; same compile, no second pass).
     cmd = [NVCC, *FLAGS.DEVICE_FLAGS, "-Xptxas=-v", f"-I{ROOT / 'csrc'}", f"-I{CUTLASS / 'include'}",
-           f"-I{CUTLASS / 'tools' / 'util' / 'include'}", "-cubin", "-o", str(tmp_path / "tu.cubin"), str(ROOT / tu)]
+           f"-I{CUTLASS / 'tools' / 'util' / 'include'}", "-keep", "-keep-dir", str(tmp_path), "-cubin", "-o",
+           str(tmp_path / "tu.cubin"), str(ROOT / tu)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, f"nvcc {tu} failed:\n{result.stderr[-4000:]}"
     report = parse_ptxas(result.stderr)
@@ -98,6 +100,54 @@ def test_ptxas_parser():
     assert report.serialized == {name}
     assert _attention_kernel(name) == (128, 1, 0, 0, 0)
     assert not parse_ptxas(_PTXAS_SAMPLE.replace("(C7513)", "(C7512)")).serialized
+
+
+def ptx_entries(ptx: str) -> dict[str, str]:
+    """{mangled kernel name: its PTX} of every .entry in a PTX file."""
+    parts = re.split(r"^\.visible \.entry (\S+)\(", ptx, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+# A load or store without a state space (ld.u32, st.v4.b32, ...): a generic access, which the hardware resolves
+# per access and which costs 64-bit address arithmetic. Inline PTX and CuTe's own copies name their space.
+_GENERIC_ACCESS = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:ld|st)(?:\.(?:volatile|relaxed|weak))?(?:\.v[248])?\.[usbf]\d+\s",
+                             re.M)
+
+
+def generic_accesses(body: str) -> int:
+    return len(_GENERIC_ACCESS.findall(body))
+
+
+_PTX_SAMPLE = """\
+.visible .entry _ZN6vlattn9attn_sm9016attention_kernelILi128ELb1ELb0ELb0ELb0EEEvNS0_12KernelParamsIXT_EEE(
+\tst.u32 \t[%rd279], %r1111;
+\t@%p3 ld.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd280];
+\tst.shared.b32 [%r5], %r6;
+\tld.global.nc.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd281];
+\tld.param.u64 \t%rd1, [p];
+.visible .entry _ZN6vlattn9attn_sm9019mask_summary_kernelILi128ELi128EEEvNS0_17MaskSummaryParamsE(
+\tst.global.u8 \t[%rd2], %rs1;
+"""
+
+
+def test_ptx_parser():
+    """The generic-access check reads entries and tells generic loads / stores from those with a state space
+    (d89ba20's O staging compiled to the first two lines' kind: 32 st.u32 + 8 ld.v4.u32 per thread)."""
+    entries = ptx_entries(_PTX_SAMPLE)
+    assert len(entries) == 2
+    counts = {_attention_kernel(n) or n[-30:]: generic_accesses(b) for n, b in entries.items()}
+    assert counts[(128, 1, 0, 0, 0)] == 2 and sum(counts.values()) == 2
+
+
+def test_attention_kernels_no_generic_memory_access(attention_report, attention_dir):
+    """No attention kernel loads or stores through a generic address. Through d89ba20 the O staging (a CuTe tensor
+    over the shared Q tile) compiled to generic ST.E / LD.E.128 with a 64-bit swizzled address per access in every
+    kernel that stages O; in shared-state-space form the resident kernel ran 18% faster (ncu, bench/NOTES.md
+    thirty-sixth session). Every memory access of these kernels names its space."""
+    entries = ptx_entries((attention_dir / "attention_sm90.ptx").read_text())
+    assert len(entries) >= len(ATTENTION_SASS_BUDGET), f"only {len(entries)} entries in the PTX"
+    bad = {name: n for name, n in ((name, generic_accesses(body)) for name, body in entries.items()) if n}
+    assert not bad, f"generic loads / stores (kernel: count): {bad}"
 
 
 def _attention_kernel(name: str) -> tuple[int, ...] | None:
