@@ -104,7 +104,7 @@ def test_ptxas_parser():
 
 def ptx_entries(ptx: str) -> dict[str, str]:
     """{mangled kernel name: its PTX} of every .entry in a PTX file."""
-    parts = re.split(r"^\.visible \.entry (\S+)\(", ptx, flags=re.M)
+    parts = re.split(r"^(?:\.\w+\s+)*\.entry\s+(\S+)\(", ptx, flags=re.M)  # .visible or not (CUTLASS's templates)
     return dict(zip(parts[1::2], parts[2::2]))
 
 
@@ -182,8 +182,13 @@ def sass_instructions(cubin: pathlib.Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def qkv_report(tmp_path_factory):
-    return ptxas_report("csrc/qkv/qkv_sm90.cu", tmp_path_factory.mktemp("qkv"))
+def qkv_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("qkv")
+
+
+@pytest.fixture(scope="module")
+def qkv_report(qkv_dir):
+    return ptxas_report("csrc/qkv/qkv_sm90.cu", qkv_dir)
 
 
 # (kBN, kPipelined, kMaskSmem, kPersistent, kLean) -> (stack frame, spill stores, spill loads) allowed.
@@ -309,6 +314,15 @@ def test_qkv_kernels_no_spills(qkv_report):
     assert not qkv_report.serialized, f"ptxas serialized the wgmma of: {sorted(qkv_report.serialized)}"
 
 
+def test_qkv_kernels_no_generic_memory_access(qkv_report, qkv_dir):
+    """The fused-QKV kernels (and the RoPE pass and table kernels of that TU) load and store with a named state
+    space, as test_attention_kernels_no_generic_memory_access requires of the attention kernels."""
+    entries = ptx_entries((qkv_dir / "qkv_sm90.ptx").read_text())
+    assert len(entries) >= 5, f"only {len(entries)} entries in the PTX"
+    bad = {name[-80:]: n for name, n in ((name, generic_accesses(body)) for name, body in entries.items()) if n}
+    assert not bad, f"generic loads / stores (kernel: count): {bad}"
+
+
 @pytest.mark.parametrize("tu", ["csrc/qkv/qkv_gemm_epi_64x256pp.cu", "csrc/qkv/qkv_gemm_epi_128x256coop.cu",
                                 "csrc/qkv/qkv_gemm_epi_128x128pp.cu"])
 def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
@@ -321,3 +335,9 @@ def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
     assert len(kernels) == 2, f"expected the kNone and kTable kernels, parsed {sorted(kernels)}"
     for name, (frame, stores, loads) in kernels.items():
         assert (frame, stores, loads) == (0, 0, 0), f"{name[-120:]}: {frame} B frame, spills {stores}/{loads} B"
+    # The PTX of the same compile: the epilogue's RoPE table loads and stores name their state space.
+    entries = {n: b for n, b in ptx_entries((tmp_path / (pathlib.Path(tu).stem + ".ptx")).read_text()).items()
+               if "RopeStoreEpilogue" in n}
+    assert len(entries) == 2, f"expected the kNone and kTable kernels in the PTX, found {len(entries)}"
+    bad = {n[-80:]: c for n, c in ((n, generic_accesses(b)) for n, b in entries.items()) if c}
+    assert not bad, f"generic loads / stores (kernel: count): {bad}"
