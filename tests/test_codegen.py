@@ -46,6 +46,7 @@ class PtxasReport(dict):
     def __init__(self):
         super().__init__()
         self.serialized: set[str] = set()
+        self.ptx_path: pathlib.Path | None = None  # the TU's PTX from the same compile (ptxas_report)
 
 
 def ptxas_report(tu: str, tmp_path: pathlib.Path) -> PtxasReport:
@@ -58,6 +59,7 @@ def ptxas_report(tu: str, tmp_path: pathlib.Path) -> PtxasReport:
     assert result.returncode == 0, f"nvcc {tu} failed:\n{result.stderr[-4000:]}"
     report = parse_ptxas(result.stderr)
     assert report, f"no ptxas report parsed for {tu}:\n{result.stderr[-2000:]}"
+    report.ptx_path = tmp_path / (pathlib.Path(tu).stem + ".ptx")
     return report
 
 
@@ -118,6 +120,11 @@ def generic_accesses(body: str) -> int:
     return len(_GENERIC_ACCESS.findall(body))
 
 
+def generic_access_counts(entries: dict[str, str]) -> dict[str, int]:
+    """{kernel name's tail: generic loads / stores} of the entries that have any."""
+    return {name[-80:]: n for name, n in ((name, generic_accesses(body)) for name, body in entries.items()) if n}
+
+
 _PTX_SAMPLE = """\
 .visible .entry _ZN6vlattn9attn_sm9016attention_kernelILi128ELb1ELb0ELb0ELb0EEEvNS0_12KernelParamsIXT_EEE(
 \tst.u32 \t[%rd279], %r1111;
@@ -139,14 +146,14 @@ def test_ptx_parser():
     assert counts[(128, 1, 0, 0, 0)] == 2 and sum(counts.values()) == 2
 
 
-def test_attention_kernels_no_generic_memory_access(attention_report, attention_dir):
+def test_attention_kernels_no_generic_memory_access(attention_report):
     """No attention kernel loads or stores through a generic address. Through d89ba20 the O staging (a CuTe tensor
     over the shared Q tile) compiled to generic ST.E / LD.E.128 with a 64-bit swizzled address per access in every
     kernel that stages O; in shared-state-space form the resident kernel ran 18% faster (ncu, bench/NOTES.md
     thirty-sixth session). Every memory access of these kernels names its space."""
-    entries = ptx_entries((attention_dir / "attention_sm90.ptx").read_text())
+    entries = ptx_entries(attention_report.ptx_path.read_text())
     assert len(entries) >= len(ATTENTION_SASS_BUDGET), f"only {len(entries)} entries in the PTX"
-    bad = {name: n for name, n in ((name, generic_accesses(body)) for name, body in entries.items()) if n}
+    bad = generic_access_counts(entries)
     assert not bad, f"generic loads / stores (kernel: count): {bad}"
 
 
@@ -182,13 +189,8 @@ def sass_instructions(cubin: pathlib.Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def qkv_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("qkv")
-
-
-@pytest.fixture(scope="module")
-def qkv_report(qkv_dir):
-    return ptxas_report("csrc/qkv/qkv_sm90.cu", qkv_dir)
+def qkv_report(tmp_path_factory):
+    return ptxas_report("csrc/qkv/qkv_sm90.cu", tmp_path_factory.mktemp("qkv"))
 
 
 # (kBN, kPipelined, kMaskSmem, kPersistent, kLean) -> (stack frame, spill stores, spill loads) allowed.
@@ -314,12 +316,12 @@ def test_qkv_kernels_no_spills(qkv_report):
     assert not qkv_report.serialized, f"ptxas serialized the wgmma of: {sorted(qkv_report.serialized)}"
 
 
-def test_qkv_kernels_no_generic_memory_access(qkv_report, qkv_dir):
+def test_qkv_kernels_no_generic_memory_access(qkv_report):
     """The fused-QKV kernels (and the RoPE pass and table kernels of that TU) load and store with a named state
     space, as test_attention_kernels_no_generic_memory_access requires of the attention kernels."""
-    entries = ptx_entries((qkv_dir / "qkv_sm90.ptx").read_text())
+    entries = ptx_entries(qkv_report.ptx_path.read_text())
     assert len(entries) >= 5, f"only {len(entries)} entries in the PTX"
-    bad = {name[-80:]: n for name, n in ((name, generic_accesses(body)) for name, body in entries.items()) if n}
+    bad = generic_access_counts(entries)
     assert not bad, f"generic loads / stores (kernel: count): {bad}"
 
 
@@ -336,8 +338,7 @@ def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
     for name, (frame, stores, loads) in kernels.items():
         assert (frame, stores, loads) == (0, 0, 0), f"{name[-120:]}: {frame} B frame, spills {stores}/{loads} B"
     # The PTX of the same compile: the epilogue's RoPE table loads and stores name their state space.
-    entries = {n: b for n, b in ptx_entries((tmp_path / (pathlib.Path(tu).stem + ".ptx")).read_text()).items()
-               if "RopeStoreEpilogue" in n}
+    entries = {n: b for n, b in ptx_entries(report.ptx_path.read_text()).items() if "RopeStoreEpilogue" in n}
     assert len(entries) == 2, f"expected the kNone and kTable kernels in the PTX, found {len(entries)}"
-    bad = {n[-80:]: c for n, c in ((n, generic_accesses(b)) for n, b in entries.items()) if c}
+    bad = generic_access_counts(entries)
     assert not bad, f"generic loads / stores (kernel: count): {bad}"
