@@ -531,7 +531,10 @@ CUTLASS_DEVICE void store_o_rows(uint32_t s_tile, int t, int consumer_wg, const 
                    : "r"(s_row0 + pass * kRowsPerPass * 128));
       Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head_out) * C::kHeadDim +
                      chunk * kChunk;
-      *reinterpret_cast<uint4*>(dst) = val;
+      // One 16-byte store, written out: a uint4 assignment of the load's four outputs compiled to four
+      // st.global.u32, and __stwb to a .STRONG.SM store.
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(val.x), "r"(val.y), "r"(val.z),
+                   "r"(val.w));
     }
   }
 }
