@@ -157,6 +157,21 @@ def test_attention_kernels_no_generic_memory_access(attention_report):
     assert not bad, f"generic loads / stores (kernel: count): {bad}"
 
 
+def test_staged_o_is_stored_16_bytes_at_a_time(attention_report):
+    """The kernels that stage O (every attention_kernel but the persistent ones, which store from registers, and
+    kv_resident_kernel) write it with 16-byte global stores only. In c28e399 a uint4 assembled from the
+    ld.shared.v4's outputs and stored by assignment compiled to four st.global.u32 in the staged-mask and resident
+    kernels (ncu: 4x the L2 sectors for those stores)."""
+    entries = ptx_entries(attention_report.ptx_path.read_text())
+    staged = {n: b for n, b in entries.items()
+              if "kv_resident_kernel" in n or ((_attention_kernel(n) or (0, 0, 0, 1))[3] == 0)}
+    assert len(staged) >= 10, f"only {len(staged)} O-staging kernels found"
+    for name, body in staged.items():
+        narrow = len(re.findall(r"\bst\.global\.[bu]32\b", body))
+        wide = len(re.findall(r"\bst\.global\.v4\.[bu]32\b", body))
+        assert narrow == 0 and wide > 0, f"{name}: {narrow} four-byte and {wide} 16-byte global stores"
+
+
 def _attention_kernel(name: str) -> tuple[int, ...] | None:
     """(kBN, kPipelined, kMaskSmem, kPersistent, kLean) of an attention_kernel instantiation, else None."""
     m = re.search(r"attention_kernelILi(\d+)E((?:Lb[01]E)+)EEv", name)
