@@ -173,20 +173,34 @@ struct SharedStorageBase {
   alignas(8) uint64_t q_empty;  // the consumers' wgmma are done with the Q tile of a unit (persistent)
 };
 
-template <int kBN, bool kMaskSmem>
+template <int kBN, bool kMaskSmem, bool kOStage = false>
 struct SharedStorage : SharedStorageBase<kBN> {};
+
+// A persistent kernel releases its Q tile to the next unit's load before the epilogue (§18), so it stages O
+// in a tile of its own where one fits (kOStaged below), instead of storing from registers.
+template <int kBN>
+struct SharedStorage<kBN, false, true> : SharedStorageBase<kBN> {
+  alignas(1024) Element o[cosize_v<SmemLayoutQ>];
+};
 
 // Mask tiles are 128 x 128: only the 128-key kernels stage them.
 template <>
-struct SharedStorage<128, true> : SharedStorageBase<128> {
+struct SharedStorage<128, true, false> : SharedStorageBase<128> {
   // 256-byte aligned stages: the consumers' address math XORs bits 4..7 of the stage address.
   alignas(256) uint32_t mask[kMaskStages][C::kBlockM * kMaskWordsPerRow];
   typename PipelineM::SharedStorage pipe_m;
 };
 
-template <int kBN, bool kMaskSmem>
-constexpr int kSmemBytes = int(sizeof(SharedStorage<kBN, kMaskSmem>));
+template <int kBN, bool kMaskSmem, bool kOStage = false>
+constexpr int kSmemBytes = int(sizeof(SharedStorage<kBN, kMaskSmem, kOStage>));
 constexpr int kMaxSmemBytes = 227 * 1024;  // opt-in dynamic shared memory per block on H100/H200
+// The persistent kernels that stage O in their own tile: those without a mask ring whose shared memory
+// has room for it (128-160-key tiles: 192-224 KB; not 176: 240 KB; not the staged-mask kernel: 256 KB).
+template <int kBN, bool kMaskSmem, bool kPersistent>
+constexpr bool kOStaged = kPersistent && !kMaskSmem && sizeof(SharedStorage<kBN, false, true>) <= kMaxSmemBytes;
+static_assert(kOStaged<128, false, true> && kOStaged<160, false, true> && !kOStaged<176, false, true> &&
+                  !kOStaged<128, true, true> && !kOStaged<128, false, false>,
+              "which persistent kernels stage O in their own tile");
 static_assert(kSmemBytes<128, false> <= kMaxSmemBytes, "shared memory budget exceeded");
 static_assert(kSmemBytes<176, false> <= kMaxSmemBytes, "shared memory budget exceeded (176-key tiles)");
 static_assert(kSmemBytes<160, false> <= kSmemBytes<176, false> && kSmemBytes<144, false> <= kSmemBytes<160, false>,
@@ -707,7 +721,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   // staged kernel's build without kLean outlined its softmax step with this branch: a 544-byte frame.)
   constexpr bool kCausalTiles = !kPlain && (kMaskSmem || kLean || !kPipelined);
   extern __shared__ __align__(1024) char smem_buf[];
-  SharedStorage<kBN, kMaskSmem>& ss = *reinterpret_cast<SharedStorage<kBN, kMaskSmem>*>(smem_buf);
+  constexpr bool kOStage = kOStaged<kBN, kMaskSmem, kPersistent>;
+  using Storage = SharedStorage<kBN, kMaskSmem, kOStage>;
+  Storage& ss = *reinterpret_cast<Storage*>(smem_buf);
 
   const int warp_group = threadIdx.x / 128;
   const int m_blocks = ceil_div(kp.seqlen_q, unit_rows(kp));
@@ -1143,32 +1159,54 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     Tensor tOcO = mma_pv.get_thread_slice(ct_u).partition_C(
         make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
     const int64_t o_row_stride = int64_t(kp.heads_q) * C::kHeadDim;
+    // The tile row -> (query position, head) map of store_o_rows (a functor: it compiles to the same SASS as the
+    // loop written out, cuobjdump, thirty-fifth session, where a helper returning the row's pointer had cost these
+    // kernels 64-88 SASS instructions, twenty-third session).
+    auto row_map = [&](int r_local, int& q_row, int& head_out) {
+      q_row = first_row + r_local, head_out = head;
+      if constexpr (!kMaskSmem) {
+        if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
+          const int g = r_local / kp.pack_rows;
+          q_row = g < kp.group ? first_row + r_local - g * kp.pack_rows : kp.seqlen_q;
+          head_out = head * kp.group + g;
+        }
+      }
+    };
     if constexpr (kPersistent) {
       // Every wgmma of this unit has completed (warpgroup_wait<0> above), so nothing reads the Q tile
       // any more: release it now, and the producer loads the next unit's Q under this epilogue instead
       // of after it (on 034's short key sequences a unit is 3-6 key tiles, and each unit boundary paid
-      // the Q load's latency). O therefore goes from registers straight to global memory, without the
-      // staging in sQ: per row of this thread, bf16 pairs at columns 8j + 2 (lane % 4).
+      // the Q load's latency).
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int r_local = get<0>(tOcO(acc_idx(0, r, 0)));
-        int q_row = first_row + r_local, head_out = head;
-        if constexpr (!kMaskSmem) {
-          if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
-            const int g = r_local / kp.pack_rows;
-            q_row = g < kp.group ? first_row + r_local - g * kp.pack_rows : kp.seqlen_q;
-            head_out = head * kp.group + g;
-          }
-        }
-        if (q_row < kp.seqlen_q) {
-          Element* dst = kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head_out) * C::kHeadDim;
-          CUTE_UNROLL
-          for (int j = 0; j < kOColGroups; ++j) {
-            const int i0 = acc_idx(0, r, j);
-            *reinterpret_cast<__nv_bfloat162*>(dst + get<1>(tOcO(i0))) =
-                __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
+      if constexpr (kOStage) {
+        // O through this kernel's own staging tile (this warpgroup's 64 rows), then 16-byte coalesced stores:
+        // from registers, 32 four-byte stores per thread held their address registers until the LSU took them
+        // (kv_resident_kernel's first version: ~19% of its stall samples, bench/NOTES.md thirty-fifth session).
+        // The first barrier: this warpgroup's reads of the previous unit's rows (store_o_rows) are done before
+        // they are overwritten.
+        const uint32_t s_tile = cute::cast_smem_ptr_to_uint(ss.o);
+        cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
+        stage_o(tOrO, tOcO, inv_l, s_tile);
+        cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
+        store_o_rows(s_tile, ct_u % 128, consumer_wg, kp, batch, o_row_stride, row_map);
+      } else {
+        // No room for a staging tile (176-key tiles, the staged mask): from registers, per row of this
+        // thread bf16 pairs at columns 8j + 2 (lane % 4).
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int r_local = get<0>(tOcO(acc_idx(0, r, 0)));
+          int q_row, head_out;
+          row_map(r_local, q_row, head_out);
+          if (q_row < kp.seqlen_q) {
+            Element* dst =
+                kp.o + (int64_t(batch) * kp.seqlen_q + q_row) * o_row_stride + int64_t(head_out) * C::kHeadDim;
+            CUTE_UNROLL
+            for (int j = 0; j < kOColGroups; ++j) {
+              const int i0 = acc_idx(0, r, j);
+              *reinterpret_cast<__nv_bfloat162*>(dst + get<1>(tOcO(i0))) =
+                  __floats2bfloat162_rn(tOrO(i0) * inv_l[r], tOrO(i0 + 1) * inv_l[r]);
+            }
           }
         }
       }
@@ -1176,23 +1214,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // One unit per CTA: stage O in this warpgroup's own 64 rows of the Q tile (only this warpgroup's
       // wgmma read them, and all of those completed: warpgroup_wait<0> above), then 16-byte coalesced
       // stores. The staging and store addresses: from the opaque per-unit thread index (see above).
-      // The row -> (position, head) mapping is a functor of store_o_rows (shared with kv_resident_kernel): it
-      // compiles to the same SASS as the loop written out (cuobjdump, thirty-fifth session), where a helper
-      // returning the row's pointer had cost these kernels 64-88 SASS instructions (twenty-third session).
       const uint32_t s_tile = cute::cast_smem_ptr_to_uint(ss.q);
       stage_o(tOrO, tOcO, inv_l, s_tile);
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
-
-      store_o_rows(s_tile, ct_u % 128, consumer_wg, kp, batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
-        q_row = first_row + r_local, head_out = head;
-        if constexpr (!kMaskSmem) {
-          if (kp.pack_rows > 0) {  // tile row g * P + p -> position first_row + p of head hkv * G + g
-            const int g = r_local / kp.pack_rows;
-            q_row = g < kp.group ? first_row + r_local - g * kp.pack_rows : kp.seqlen_q;
-            head_out = head * kp.group + g;
-          }
-        }
-      });
+      store_o_rows(s_tile, ct_u % 128, consumer_wg, kp, batch, o_row_stride, row_map);
       break;  // the last unit: nobody waits for q_empty
     }
     }  // units
@@ -1258,7 +1283,7 @@ inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const At
       make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch,
                       slab_strides(p.v_strides, p.heads_kv, p.seqlen_k))};
   constexpr auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent, kLean>;
-  constexpr int kBytes = kSmemBytes<kBN, kMaskSmem>;
+  constexpr int kBytes = kSmemBytes<kBN, kMaskSmem, kOStaged<kBN, kMaskSmem, kPersistent>>;
   if (!max_dynamic_smem_once<kernel>(p.device, kBytes)) return AttentionStatus::kInitFailed;
   return launch_pdl(kernel, grid, dim3(C::kThreads), kBytes, p.stream, 0, kp) == cudaSuccess
              ? AttentionStatus::kSuccess
