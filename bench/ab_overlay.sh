@@ -12,8 +12,8 @@
 # command, build.log per rebuild. Everything is packed into $OUT/ab.tar.gz at the end (the device tool
 # returns at most 8 files). Meant to run from scripts/gpu_check.sh's PROBE_CMDS after its build, so
 # that a change not yet on a branch that survives the session (bench/pending/) is measured against the
-# code it changes in the same process conditions. The overlay directory is untracked: it travels with
-# the working tree to the device machine; do not commit it.
+# code it changes in the same process conditions. Keep overlays under ab_overlay/ (git-ignored: name it
+# in the device call's carry, e.g. carry [".whl", "ab_overlay"]).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_out}
