@@ -474,36 +474,6 @@ def test_native_v_token_major_same_bits(name, taken, tmp_path):
     assert r.get("op_contiguous0", True) and r.get("op_contiguous1", True), "vision_qkv returned a strided tensor"
 
 
-_GEMM_EPI_WIDEST_SCRIPT = """
-import sys, torch, vlattn
-from vlattn import _C, dev, workloads as W
-(w,) = [w for w in W.load() if w.name == sys.argv[2]]
-inputs = W.make_inputs(w, "cuda")
-result = {}
-for value in (1, 5):
-    with dev.switch("VLATTN_QKV_GEMM_EPI", value):
-        _C.host_trace()
-        result[f"out{value}"] = vlattn.mrope_self_attention(**inputs, backend="native")
-        torch.cuda.synchronize()
-        marks = [name for name, _ in _C.host_trace()]
-        result[f"epi{value}"] = marks.count("qkv.gemm_rope.gemm_epi")
-        result[f"pass{value}"] = marks.count("qkv.rope_pass")
-torch.save(result, sys.argv[1])
-"""
-
-
-@requires_sm90
-@pytest.mark.parametrize("name", ["007[B=32,S=128]", "007[B=8,S=512]"])
-def test_native_gemm_epi_widest_same_bits(name, tmp_path):
-    """VLATTN_QKV_GEMM_EPI=5 (the A/B arm: only q on the RoPE-epilogue GEMM, k on a plain GEMM and the RoPE
-    pass, v token-major from its plain GEMM) against the rule (q, k and v on the epilogue GEMM) in one
-    process, at 4096 rows: the layer's bits are the same, and the host marks show which path ran."""
-    r = outputs_in_subprocess(_GEMM_EPI_WIDEST_SCRIPT, tmp_path / "out.pt", {"VLATTN_HOST_TRACE": "1"}, name)
-    assert (r["epi1"], r["pass1"]) == (3, 0), (name, r["epi1"], r["pass1"])
-    assert (r["epi5"], r["pass5"]) == (1, 1), (name, r["epi5"], r["pass5"])
-    assert torch.isfinite(r["out5"]).all() and torch.equal(r["out1"], r["out5"]), name
-
-
 @requires_sm90
 def test_opcheck_layers_cuda():
     """The layer ops on CUDA tensors (native backend: CUTLASS projections), small generalized shapes."""

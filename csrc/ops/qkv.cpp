@@ -366,14 +366,10 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
 // (default) = the measured rule qkv_gemm_epi_tile for launches whose groups all take the epilogue
 // GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows, on 64 x 256
 // ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B); 4 = as 2 on 128 x 128 ping-pong
-// tiles (A/B); 5 = the rule, then only the launch's widest group(s) keep the epilogue GEMM (007: q), the
-// narrower ones run plain GEMMs: 007's k (512 columns) through y and the RoPE pass, its v token-major
-// straight from its GEMM where the caller takes that (the layers), else through the pass (A/B: the graph
-// timelines read 007's k on the 128 x 128 epilogue tile at 69.7 / 109.4 us for 8192 / 16384 rows, where
-// vlattn.linear's plain GEMM of that shape takes 44.3 / 87.6; bench/NOTES.md thirty-seventh session).
+// tiles (A/B).
 int gemm_epi_mode() {
   const int64_t mode = dev_switch(DevSwitch::kQkvGemmEpi);
-  return mode == 0 || mode == 2 || mode == 3 || mode == 4 || mode == 5 ? static_cast<int>(mode) : 1;
+  return mode == 0 || mode == 2 || mode == 3 || mode == 4 ? static_cast<int>(mode) : 1;
 }
 
 // VLATTN_QKV_EPI_POS1D (a dev switch, default on): a group with 1-D position RoPE (034's q) can take the
@@ -463,8 +459,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
                     : mode == 2 ? QkvEpiTile::kPingPong64x256
                     : mode == 3 ? QkvEpiTile::kCoop128x256
                     : mode == 4 ? QkvEpiTile::kPingPong128x128
-                                : qkv_gemm_epi_tile(p.m);  // 1 and 5: the rule's tile
-  if ((mode == 1 || mode == 5) && tile == QkvEpiTile::kPingPong128x128 && epi_pos1d_coop() &&
+                                : qkv_gemm_epi_tile(p.m);
+  if (mode == 1 && tile == QkvEpiTile::kPingPong128x128 && epi_pos1d_coop() &&
       rope_table_mode(p) == RopeMode::kPos1D)
     tile = QkvEpiTile::kCoop128x256;
   bool epi[kQkvMaxGroups] = {};
@@ -473,19 +469,9 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     epi[g] = tile != QkvEpiTile::kNone && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
     n_epi += epi[g] ? 1 : 0;
   }
-  if ((mode == 1 || mode == 5) && n_epi < p.num_groups) {  // the rule: all of the launch's groups or none
+  if (mode == 1 && n_epi < p.num_groups) {  // the rule: all of the launch's groups or none
     for (bool& e : epi) e = false;
     n_epi = 0;
-  }
-  if (mode == 5 && n_epi > 0) {  // then only the widest group(s) keep the epilogue GEMM
-    int widest = 0;
-    for (int g = 0; g < p.num_groups; ++g) widest = std::max(widest, p.groups[g].heads);
-    for (int g = 0; g < p.num_groups; ++g) {
-      if (epi[g] && p.groups[g].heads < widest) {
-        epi[g] = false;
-        --n_epi;
-      }
-    }
   }
   // 1-D positions on the epilogue GEMM: their cos/sin table first, on the caller's stream before any
   // fork (the caching allocator's block, freed on return: later work on this stream is ordered after).
