@@ -40,7 +40,9 @@ struct ResidentSharedStorage {
   alignas(1024) Element v[cosize_v<KeyTile<128>::SmemLayoutV>];
   alignas(8) uint64_t q_full[kResidentQStages];   // transaction barrier of each Q stage's load
   alignas(8) uint64_t q_empty[kResidentQStages];  // both consumer warpgroups are done with the stage
-  alignas(8) uint64_t kv_full[kResidentKeyTiles];  // key tile t's K and V have landed (once per CTA)
+  // Key tile t's K, and its V, have landed (once per CTA; two barriers, so that the first Q K^T does not wait for V).
+  alignas(8) uint64_t k_full[kResidentKeyTiles];
+  alignas(8) uint64_t v_full[kResidentKeyTiles];
 };
 constexpr int kResidentSmemBytes = int(sizeof(ResidentSharedStorage));
 static_assert(kResidentSmemBytes <= kMaxSmemBytes, "shared memory budget exceeded (resident K / V)");
@@ -114,7 +116,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       cutlass::arch::ClusterBarrier::init(&ss.q_empty[s], 128 * C::kNumConsumerWarpgroups);
     }
     CUTE_UNROLL
-    for (int t = 0; t < kResidentKeyTiles; ++t) cutlass::arch::ClusterTransactionBarrier::init(&ss.kv_full[t], 1);
+    for (int t = 0; t < kResidentKeyTiles; ++t) {
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.k_full[t], 1);
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.v_full[t], 1);
+    }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -141,14 +146,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full[slot], kQBytes);
         copy(kp.tma_q.with(ss.q_full[slot]), get<0>(tQ), get<1>(tQ)(_, slot));
       };
-      // The first unit's Q, then every key tile (each K and V pair on its own barrier), then the other
-      // units' Q tiles as the ring frees up.
+      // The first unit's Q, then every key tile (its K and its V each on a barrier of their own: the first
+      // Q K^T starts when Q and K have landed, V's 32 KB still in flight), then the other units' Q tiles as
+      // the ring frees up.
       if (units > 0) load_q(0);
       const int key_tiles = ceil_div(kp.seqlen_k, int(C::kBlockN));
       for (int t = 0; t < key_tiles; ++t) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.kv_full[t], KT::kKBytes + KT::kVBytes);
-        copy(kp.tma_k.with(ss.kv_full[t]), get<0>(tK)(_, t), get<1>(tK)(_, t));
-        copy(kp.tma_v.with(ss.kv_full[t]), get<0>(tV)(_, t), get<1>(tV)(_, t));
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.k_full[t], KT::kKBytes);
+        copy(kp.tma_k.with(ss.k_full[t]), get<0>(tK)(_, t), get<1>(tK)(_, t));
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.v_full[t], KT::kVBytes);
+        copy(kp.tma_v.with(ss.v_full[t]), get<0>(tV)(_, t), get<1>(tV)(_, t));
       }
 #pragma unroll 1
       for (int i = 1; i < units; ++i) {
@@ -281,7 +288,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       int n = walk.next(0);
       clear(tOrO);
       if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
-      cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[n], 0);
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.k_full[n], 0);
       turn_wait();
       issue_qk(slot, n);
       turn_pass(false);
@@ -316,7 +323,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
           first = true;
           pending = true;
         }
-        cutlass::arch::ClusterTransactionBarrier::wait(&ss.kv_full[next], 0);
+        cutlass::arch::ClusterTransactionBarrier::wait(&ss.k_full[next], 0);
+        cutlass::arch::ClusterTransactionBarrier::wait(&ss.v_full[n], 0);  // passes at once after the CTA's first tiles
         turn_wait();
         issue_qk(slot, next);
         issue_pv(n);
@@ -326,6 +334,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
         warpgroup_fence_operand(tSrS);
         n = next;
       }
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.v_full[n], 0);
       turn_wait();
       issue_pv(n);
       turn_pass(true);
