@@ -191,8 +191,8 @@ struct SharedStorage<128, true, false> : SharedStorageBase<128> {
   typename PipelineM::SharedStorage pipe_m;
 };
 
-template <int kBN, bool kMaskSmem, bool kOStage = false>
-constexpr int kSmemBytes = int(sizeof(SharedStorage<kBN, kMaskSmem, kOStage>));
+template <int kBN, bool kMaskSmem>
+constexpr int kSmemBytes = int(sizeof(SharedStorage<kBN, kMaskSmem>));
 constexpr int kMaxSmemBytes = 227 * 1024;  // opt-in dynamic shared memory per block on H100/H200
 // The persistent kernels that stage O in their own tile: those without a mask ring whose shared memory
 // has room for it (128-160-key tiles: 192-224 KB; not 176: 240 KB; not the staged-mask kernel: 256 KB).
@@ -201,6 +201,10 @@ constexpr bool kOStaged = kPersistent && !kMaskSmem && sizeof(SharedStorage<kBN,
 static_assert(kOStaged<128, false, true> && kOStaged<160, false, true> && !kOStaged<176, false, true> &&
                   !kOStaged<128, true, true> && !kOStaged<128, false, false>,
               "which persistent kernels stage O in their own tile");
+// The shared storage of attention_kernel<kBN, *, kMaskSmem, kPersistent, *>: the kernel and its launcher's
+// shared-memory size both name it here.
+template <int kBN, bool kMaskSmem, bool kPersistent>
+using KernelStorage = SharedStorage<kBN, kMaskSmem, kOStaged<kBN, kMaskSmem, kPersistent>>;
 static_assert(kSmemBytes<128, false> <= kMaxSmemBytes, "shared memory budget exceeded");
 static_assert(kSmemBytes<176, false> <= kMaxSmemBytes, "shared memory budget exceeded (176-key tiles)");
 static_assert(kSmemBytes<160, false> <= kSmemBytes<176, false> && kSmemBytes<144, false> <= kSmemBytes<160, false>,
@@ -722,7 +726,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   constexpr bool kCausalTiles = !kPlain && (kMaskSmem || kLean || !kPipelined);
   extern __shared__ __align__(1024) char smem_buf[];
   constexpr bool kOStage = kOStaged<kBN, kMaskSmem, kPersistent>;
-  using Storage = SharedStorage<kBN, kMaskSmem, kOStage>;
+  using Storage = KernelStorage<kBN, kMaskSmem, kPersistent>;
   Storage& ss = *reinterpret_cast<Storage*>(smem_buf);
 
   const int warp_group = threadIdx.x / 128;
@@ -1283,7 +1287,7 @@ inline AttentionStatus launch_kernel(const KernelArgs& args, dim3 grid, const At
       make_tma_v<kBN>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch,
                       slab_strides(p.v_strides, p.heads_kv, p.seqlen_k))};
   constexpr auto kernel = attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent, kLean>;
-  constexpr int kBytes = kSmemBytes<kBN, kMaskSmem, kOStaged<kBN, kMaskSmem, kPersistent>>;
+  constexpr int kBytes = int(sizeof(KernelStorage<kBN, kMaskSmem, kPersistent>));
   if (!max_dynamic_smem_once<kernel>(p.device, kBytes)) return AttentionStatus::kInitFailed;
   return launch_pdl(kernel, grid, dim3(C::kThreads), kBytes, p.stream, 0, kp) == cudaSuccess
              ? AttentionStatus::kSuccess
