@@ -617,6 +617,10 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
     if constexpr (kMasked) {
+      // The per-key checks as one compare per key: key >= Sk or (causal and key > row) <=> key > key_max, the
+      // row's last visible key (Sk - 1, or min(row, Sk - 1) under the causal predicate; row >= 0, Sk >= 1).
+      int key_max = kp.seqlen_k - 1;
+      if (kMaybeCausal && (kForceCausal || kp.causal)) key_max = min(key_max, row[r]);
       CUTE_UNROLL
       for (int j = 0; j < kCG; ++j) {
         uint32_t pair = 0;
@@ -639,8 +643,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
             x = __fmul_rn(s(i), kp.scale);
             if (load_mask) x = __fadd_rn(x, __uint_as_float(c == 0 ? pair << 16 : pair & 0xffff0000u));
           }
-          if (kKeyChecks && (key >= kp.seqlen_k || (kMaybeCausal && (kForceCausal || kp.causal) && key > row[r])))
-            x = kNegInf;
+          if (kKeyChecks && key > key_max) x = kNegInf;
           s(i) = x;
           mx = fmaxf(mx, x);
         }
