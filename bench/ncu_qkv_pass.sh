@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Every kernel of one workload's QKV op under Nsight Compute (launches serialized: each kernel's own duration),
+# and the RoPE pass kernels' full sections (the details page: DRAM throughput, issue, stall reasons) with the
+# first pass kernel's SASS source page (gzip'd CSV; bench/ncu_source_groups.py reads it). The op runs 3 times
+# (bench/ncu_target.py); the third call's kernels are the ones listed, the second call's pass kernels the ones
+# profiled in full.
+#
+#   OUT=... bash bench/ncu_qkv_pass.sh [problem, default 034] [sorted-by-SOL index, default 8 = 034 B4 Lq512]
+set -u
+problem=${1:-034}
+idx=${2:-8}
+OUT=${OUT:-$PWD/gpu_out}
+tag=${problem}_${idx}
+ncu --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum \
+  python3 bench/ncu_target.py qkv "$problem" "$idx" > "$OUT/ncu_qkv_all_$tag.log" 2>&1
+echo "== every kernel of the QKV op ($problem sorted index $idx), third call: name, grid, us, DRAM %, DRAM bytes"
+python3 - "$OUT/ncu_qkv_all_$tag.log" <<'PY'
+import re, sys
+rows, row = [], None
+for line in open(sys.argv[1]):
+    m = re.match(r"^  (\S.*?)\s+\((\d+), (\d+), (\d+)\)x\((\d+), 1, 1\)", line)
+    if m:
+        name = m.group(1)
+        if "GemmUniversal" in name or "cutlass" in name:
+            name = "cutlass " + " ".join("x".join(t) for t in re.findall(r"cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)>", name)[:2])
+        row = [re.sub(r"\(.*", "", name)[:70], "x".join(m.group(i) for i in (2, 3, 4))]
+        rows.append(row)
+        continue
+    if row is not None:
+        for key in ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes.sum"):
+            if key in line:
+                row.append(" ".join(line.split()[-2:]))
+n = len(rows) // 3
+for r in rows[-n:] if n else rows:
+    print("   ", *r)
+PY
+# The pass kernels of the second call, in full.
+ncu --set full --import-source no -k regex:rope_rows --launch-skip 2 --launch-count 2 -f -o "$OUT/ncu_pass_$tag" \
+  python3 bench/ncu_target.py qkv "$problem" "$idx" > "$OUT/ncu_pass_${tag}_run.log" 2>&1
+ncu -i "$OUT/ncu_pass_$tag.ncu-rep" --page details > "$OUT/ncu_pass_${tag}_details.log" 2>&1
+ncu -i "$OUT/ncu_pass_$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_pass_${tag}_source.csv" 2> /dev/null
+gzip -f "$OUT/ncu_pass_${tag}_source.csv"
+rm -f "$OUT/ncu_pass_$tag.ncu-rep"
+echo "== the pass kernels in full"
+grep -E "qkv_rope_rows|Duration|DRAM Throughput|Memory Throughput|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Achieved Occupancy|Theoretical Occupancy|L2 Hit|L1/TEX Hit" \
+  "$OUT/ncu_pass_${tag}_details.log" | head -40
