@@ -12,9 +12,10 @@
 //
 // Numerics are the two-pass path's, element for element: y = bf16(acc + bias) (F.linear's rounding),
 // then out = bf16(bf16(y * cos) + bf16(rot(y) * sin)) with the same table cos/sin: the same bits as
-// config "gemm" for the same accumulators. The RoPE runs on packed bf16x2 (qkv::rope_combine2), whose
-// products round once where the reference's fp32 products round twice: identical except for products
-// below 2^-126 in magnitude (bf16 subnormal results, last bit). When it runs: qkv_gemm_epi_tile
+// config "gemm" for the same accumulators. The RoPE runs on packed bf16x2 (qkv::rope_combine2, as in every
+// other RoPE path since the thirty-eighth session), whose products round once where the reference's fp32
+// products round twice: identical except for products below 2^-126 in magnitude (bf16 subnormal results,
+// last bit). When it runs: qkv_gemm_epi_tile
 // (qkv/qkv_config.h).
 #pragma once
 

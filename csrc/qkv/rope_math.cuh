@@ -14,13 +14,9 @@ namespace qkv {
 
 CUTLASS_DEVICE float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-// out = bf16( bf16(x * c) + bf16(r * s) ), every operand already a bf16 value held in fp32.
-CUTLASS_DEVICE float rope_combine(float x, float r, float c, float s) {
-  return __fadd_rn(bf(__fmul_rn(x, c)), bf(__fmul_rn(r, s)));
-}
-
-// The same for a pair of channels in packed bf16x2 registers, in three sm_90 instructions instead of
-// ~24 (unpack, fp32 multiply, round, repack per channel): mul.rn.bf16x2 rounds the exact product, as
+// out = bf16( bf16(x * c) + bf16(r * s) ) (the reference's bf16 steps; every operand a bf16 value) for a pair of
+// channels in packed bf16x2 registers, in three sm_90 instructions instead of ~24 (unpack, fp32 multiply, round,
+// repack per channel): mul.rn.bf16x2 rounds the exact product, as
 // fp32 multiply + bf16 rounding does (a product of two bf16 values is exact in fp32 unless it is below
 // fp32's normal range, |x * c| < 2^-126, where the fp32 route rounds twice: there the two may differ in
 // the last bit of a bf16 subnormal); add.rn / sub.rn.bf16x2 of two bf16 values equals fp32 add + bf16
@@ -34,6 +30,13 @@ CUTLASS_DEVICE uint32_t rope_combine2(uint32_t x, uint32_t r, uint32_t c, uint32
   if (minus) asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(xc), "r"(rs));
   else asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(xc), "r"(rs));
   return out;
+}
+
+// Two bf16 values held in fp32 (exactly representable: no rounding happens) as one bf16x2 register, `lo`
+// in the low half (channel c), `hi` in the high half (channel c + 1), the layout of a uint4 of 8 channels.
+CUTLASS_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // cos/sin of an integer position times an inverse frequency, as the reference computes its tables:

@@ -34,7 +34,7 @@
 #include "kernels/rope.h"
 #include "launch/pdl.h"
 #include "qkv/qkv_params.h"  // and qkv/qkv_config.h
-#include "qkv/rope_math.cuh"  // bf, rope_combine, pos_cos_sin, inv_freq
+#include "qkv/rope_math.cuh"  // bf, rope_combine2, pack_bf16x2, pos_cos_sin, inv_freq
 
 namespace vlattn {
 namespace qkv {
@@ -231,6 +231,7 @@ CUTLASS_DEVICE int64_t channel_position(QkvRope const& rope, RopeMode mode, cons
 
 union Vec8 {
   uint4 u;
+  uint32_t w[4];  // channel pairs (2k, 2k + 1), packed bf16x2 (low half = channel 2k)
   __nv_bfloat16 h[8];
 };
 
@@ -281,26 +282,28 @@ CUTLASS_DEVICE Vec8 rope_chunk(QkvRope const& rope, RopeMode mode, const __nv_bf
                                const float (&cs)[8], const float (&sn)[8]) {
   Vec8 o;
   if (mode == RopeMode::kPos3D) {
+    uint16_t rot[8];  // the rotate-half operand's bf16 bits, the sign applied (exact)
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int c = c0 + j;
       const rope::Segment seg = rope::thw_segment(c, rope.split);
       const rope::Pair pr = rope::rotate_half_pair(c, seg.base, seg.width);
-      const float partner = __bfloat162float(row[pr.partner]);
-      const float rot = pr.sign < 0 ? -partner : partner;
-      o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs[j], sn[j]));
+      rot[j] = static_cast<uint16_t>(__bfloat16_as_ushort(row[pr.partner]) ^ (pr.sign < 0 ? 0x8000u : 0u));
     }
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      o.w[k] = rope_combine2(x.w[k], uint32_t(rot[2 * k]) | (uint32_t(rot[2 * k + 1]) << 16),
+                             pack_bf16x2(cs[2 * k], cs[2 * k + 1]), pack_bf16x2(sn[2 * k], sn[2 * k + 1]), false);
   } else {
     // Full-head rotate-half: channels c0..c0+7 pair with c0+-64..c0+-64+7, one 16-byte read.
     const bool first_half = c0 < kQkvHeadDim / 2;
     Vec8 y;
     y.u = *reinterpret_cast<const uint4*>(row + (first_half ? c0 + kQkvHeadDim / 2 : c0 - kQkvHeadDim / 2));
+    // bf16(x c) -/+ bf16(y s) per channel pair (rope_combine2: the same roundings as rope_combine's fp32 steps).
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float partner = __bfloat162float(y.h[j]);
-      const float rot = first_half ? -partner : partner;
-      o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs[j], sn[j]));
-    }
+    for (int k = 0; k < 4; ++k)
+      o.w[k] = rope_combine2(x.w[k], y.w[k], pack_bf16x2(cs[2 * k], cs[2 * k + 1]),
+                             pack_bf16x2(sn[2 * k], sn[2 * k + 1]), first_half);
   }
   return o;
 }
@@ -945,14 +948,18 @@ CUTLASS_DEVICE void partners_3d(QkvRope const& rope, uint8_t* partner_of, int t)
 CUTLASS_DEVICE Vec8 rope_chunk_3d(const __nv_bfloat16* row, int c0, Vec8 x, const uint8_t* partner_of,
                                   const float (&cs)[8], const float (&sn)[8]) {
   const uint2 packed = *reinterpret_cast<const uint2*>(partner_of + c0);
-  Vec8 o;
+  uint16_t rot[8];  // the rotate-half operand's bf16 bits, the sign applied (exact)
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int partner_c = static_cast<int>(((j < 4 ? packed.x : packed.y) >> (8 * (j % 4))) & 0xffu);
-    const float partner = __bfloat162float(row[partner_c]);
-    const float rot = partner_c > c0 + j ? -partner : partner;  // first half of its segment: -x2
-    o.h[j] = __float2bfloat16_rn(rope_combine(__bfloat162float(x.h[j]), rot, cs[j], sn[j]));
+    // First half of its segment (the partner lies above): -x2.
+    rot[j] = static_cast<uint16_t>(__bfloat16_as_ushort(row[partner_c]) ^ (partner_c > c0 + j ? 0x8000u : 0u));
   }
+  Vec8 o;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    o.w[k] = rope_combine2(x.w[k], uint32_t(rot[2 * k]) | (uint32_t(rot[2 * k + 1]) << 16),
+                           pack_bf16x2(cs[2 * k], cs[2 * k + 1]), pack_bf16x2(sn[2 * k], sn[2 * k + 1]), false);
   return o;
 }
 
@@ -966,6 +973,32 @@ CUTLASS_DEVICE void table_cos_sin(const __nv_bfloat16* tab, int m_rows, int m, i
   for (int j = 0; j < 8; ++j) {
     cs[j] = __bfloat162float(c8.h[j]);
     sn[j] = __bfloat162float(s8.h[j]);
+  }
+}
+
+// chunk_cos_sin's kPos1D values for the RoPE pass, half the trigonometry per thread: channels c and c +- 64
+// share the row's position and their frequency (index c mod 64), so a chunk (c0..c0+7) and the lane 8 away
+// in the warp (the chunk c0 ^ 64 of the same row, kRopeRowsChunks = 16 lanes per row) need the same eight
+// cos/sin pairs. Each computes four (the low half of the head channels j = 0..3, the high half j = 4..7)
+// with pos_cos_sin on the same operands as chunk_cos_sin, and takes the other four from that lane: the same
+// floats. Every lane of the warp must call it (rows past p.m with b = s = 0: a valid position entry).
+CUTLASS_DEVICE void pos1d_cos_sin_split(QkvRope const& rope, int b, int s, int c0, const float* inv_freq_of,
+                                        float (&cs)[8], float (&sn)[8]) {
+  static_assert(kRopeRowsChunks == 16 && kQkvHeadDim == 128, "lane ^ 8 holds chunk c0 ^ 64 of the same row");
+  const int64_t pos = rope.pos[b * rope.pos_batch_stride + s * rope.pos_seq_stride];
+  const bool high = (c0 & (kQkvHeadDim / 2)) != 0;  // this lane computes j = 4..7, else j = 0..3
+  const int mine = high ? 4 : 0;
+  float c4[4], s4[4];
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) pos_cos_sin(pos, inv_freq_of[c0 + mine + jj], c4[jj], s4[jj]);
+  // Static register indices only (a j chosen at run time would put cs / sn in local memory).
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) {
+    const float oc = __shfl_xor_sync(0xffffffffu, c4[jj], 8), os = __shfl_xor_sync(0xffffffffu, s4[jj], 8);
+    cs[jj] = high ? oc : c4[jj];
+    sn[jj] = high ? os : s4[jj];
+    cs[4 + jj] = high ? c4[jj] : oc;
+    sn[4 + jj] = high ? s4[jj] : os;
   }
 }
 
@@ -1019,7 +1052,13 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
   // cos/sin of this thread's channels: once for all of the block's heads, while the first copies fly.
   const int b = live ? m / p.seq : 0, s = live ? m - b * p.seq : 0;
   float cs[8], sn[8];
-  if constexpr (kRotate) {
+  if constexpr (M == RopeMode::kPos1D) {
+    if (from_table) {
+      if (live) table_cos_sin(rp.tab, p.m, m, c0, cs, sn);
+    } else {
+      pos1d_cos_sin_split(p.rope, b, s, c0, inv_freq, cs, sn);  // every lane: it shuffles
+    }
+  } else if constexpr (kRotate) {
     if (live) {
       if (from_table)
         table_cos_sin(rp.tab, p.m, m, c0, cs, sn);
