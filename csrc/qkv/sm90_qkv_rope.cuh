@@ -299,7 +299,7 @@ CUTLASS_DEVICE Vec8 rope_chunk(QkvRope const& rope, RopeMode mode, const __nv_bf
     const bool first_half = c0 < kQkvHeadDim / 2;
     Vec8 y;
     y.u = *reinterpret_cast<const uint4*>(row + (first_half ? c0 + kQkvHeadDim / 2 : c0 - kQkvHeadDim / 2));
-    // bf16(x c) -/+ bf16(y s) per channel pair (rope_combine2: the same roundings as rope_combine's fp32 steps).
+    // bf16(x c) -/+ bf16(y s) per channel pair (rope_combine2: the reference's roundings, see rope_math.cuh).
 #pragma unroll
     for (int k = 0; k < 4; ++k)
       o.w[k] = rope_combine2(x.w[k], y.w[k], pack_bf16x2(cs[2 * k], cs[2 * k + 1]),
