@@ -235,6 +235,17 @@ union Vec8 {
   __nv_bfloat16 h[8];
 };
 
+// bf16(x c) + bf16(rot s) for a chunk's 8 channels, pair by pair (rope_combine2); rot: the rotate-half operand's
+// bf16 bits per channel with its sign already applied (an XOR of bit 15: exact). The 3-D paths' shared tail.
+CUTLASS_DEVICE Vec8 rope_pairs_signed(Vec8 x, const uint16_t (&rot)[8], const float (&cs)[8], const float (&sn)[8]) {
+  Vec8 o;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    o.w[k] = rope_combine2(x.w[k], uint32_t(rot[2 * k]) | (uint32_t(rot[2 * k + 1]) << 16),
+                           pack_bf16x2(cs[2 * k], cs[2 * k + 1]), pack_bf16x2(sn[2 * k], sn[2 * k + 1]), false);
+  return o;
+}
+
 // cos/sin of channels c0..c0+7 at X row (b, s): read from the tables (kTable), or computed at the
 // 1-D position (kPos1D) or at each channel's t/h/w position (kPos3D). Not called for kNone. They
 // depend on the row and channel only, not on the head.
@@ -290,10 +301,7 @@ CUTLASS_DEVICE Vec8 rope_chunk(QkvRope const& rope, RopeMode mode, const __nv_bf
       const rope::Pair pr = rope::rotate_half_pair(c, seg.base, seg.width);
       rot[j] = static_cast<uint16_t>(__bfloat16_as_ushort(row[pr.partner]) ^ (pr.sign < 0 ? 0x8000u : 0u));
     }
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      o.w[k] = rope_combine2(x.w[k], uint32_t(rot[2 * k]) | (uint32_t(rot[2 * k + 1]) << 16),
-                             pack_bf16x2(cs[2 * k], cs[2 * k + 1]), pack_bf16x2(sn[2 * k], sn[2 * k + 1]), false);
+    o = rope_pairs_signed(x, rot, cs, sn);
   } else {
     // Full-head rotate-half: channels c0..c0+7 pair with c0+-64..c0+-64+7, one 16-byte read.
     const bool first_half = c0 < kQkvHeadDim / 2;
@@ -955,12 +963,7 @@ CUTLASS_DEVICE Vec8 rope_chunk_3d(const __nv_bfloat16* row, int c0, Vec8 x, cons
     // First half of its segment (the partner lies above): -x2.
     rot[j] = static_cast<uint16_t>(__bfloat16_as_ushort(row[partner_c]) ^ (partner_c > c0 + j ? 0x8000u : 0u));
   }
-  Vec8 o;
-#pragma unroll
-  for (int k = 0; k < 4; ++k)
-    o.w[k] = rope_combine2(x.w[k], uint32_t(rot[2 * k]) | (uint32_t(rot[2 * k + 1]) << 16),
-                           pack_bf16x2(cs[2 * k], cs[2 * k + 1]), pack_bf16x2(sn[2 * k], sn[2 * k + 1]), false);
-  return o;
+  return rope_pairs_signed(x, rot, cs, sn);
 }
 
 // Channels c0..c0+7 of row m from a precomputed table (cos [m_rows, 128], then sin): the bf16 values
