@@ -58,5 +58,15 @@ VLATTN_HD Segment thw_segment(int c, const int* split) {
   return Segment{-1, 0, 0};
 }
 
+// The 64 rotate-half pairs of the t/h/w segments numbered by their first channel: with even segment widths
+// summing to 128 (the ops validate the split), segment s's pairs follow the base/2 pairs of the segments before
+// it, so a first-half channel c is pair c - base/2. -1 for a second-half channel or one outside every segment.
+// The RoPE pass deals the pairs to its lanes by this index (qkv::partners_3d, pos3d_cos_sin_split).
+VLATTN_HD int thw_pair_index(int c, const int* split) {
+  const Segment seg = thw_segment(c, split);
+  if (seg.index < 0 || c - seg.base >= seg.width / 2) return -1;
+  return c - seg.base / 2;
+}
+
 }  // namespace rope
 }  // namespace vlattn

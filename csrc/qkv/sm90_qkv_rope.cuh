@@ -945,10 +945,15 @@ struct RopeRowsParams {
 // barrier) and rope_chunk_3d reads a chunk's eight with one 8-byte load per head. Kept in registers
 // across the heads, the eight partners spilled at the pass's 64 registers. No sign is stored: a
 // rotate-half partner lies above its channel exactly when the sign is negative (rope::rotate_half_pair).
+// It also lists the 64 rotate-half pairs by their first channel (partner_of[128 + p] for pair p = rope::thw_pair_index,
+// which tests/cpp checks is a bijection onto 0..63 for even splits summing to 128; pos3d_cos_sin_split reads it).
+constexpr int kPartnerTableBytes = kQkvHeadDim + kQkvHeadDim / 2;
 CUTLASS_DEVICE void partners_3d(QkvRope const& rope, uint8_t* partner_of, int t) {
   if (t < kQkvHeadDim) {
     const rope::Segment seg = rope::thw_segment(t, rope.split);
     partner_of[t] = static_cast<uint8_t>(rope::rotate_half_pair(t, seg.base, seg.width).partner);
+    const int pair = rope::thw_pair_index(t, rope.split);
+    if (pair >= 0) partner_of[kQkvHeadDim + pair] = static_cast<uint8_t>(t);
   }
 }
 
@@ -1005,6 +1010,40 @@ CUTLASS_DEVICE void pos1d_cos_sin_split(QkvRope const& rope, int b, int s, int c
   }
 }
 
+// chunk_cos_sin's kPos3D values for the RoPE pass, half the trigonometry per thread: a channel and its
+// rotate-half partner lie in one segment (the same t/h/w position) and share the frequency index, so they need
+// the same cos/sin. The 64 pairs of a row are dealt 4 per lane (pair p's first channel: partner_of[128 + p],
+// partners_3d); a lane computes its 4 with pos_cos_sin on chunk_cos_sin's operands for the first channel (the
+// partner's are the same floats), stores them as bf16 (exact: they are bf16 values) for both channels into
+// `xchg` (cos [kRopeRowsPerBlock][128], then sin), and after a block barrier reads its chunk's 8. Every thread of
+// the block must call it, after partner_of is written and a barrier (rows past p.m pass b = s = 0).
+CUTLASS_DEVICE void pos3d_cos_sin_split(QkvRope const& rope, int b, int s, int r, int c0, const float* inv_freq_of,
+                                        const uint8_t* partner_of, __nv_bfloat16* xchg, float (&cs)[8], float (&sn)[8]) {
+  static_assert(kRopeRowsChunks * 4 == kQkvHeadDim / 2, "4 pairs per lane cover a row's 64");
+  const int64_t* pos = rope.pos + b * rope.pos_batch_stride + s * rope.pos_seq_stride;
+  __nv_bfloat16* xc = xchg + r * kQkvHeadDim;
+  __nv_bfloat16* xs = xchg + (kRopeRowsPerBlock + r) * kQkvHeadDim;
+  const uint32_t firsts = *reinterpret_cast<const uint32_t*>(partner_of + kQkvHeadDim + c0 / 2);  // pairs c0/2 ..
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int c = static_cast<int>((firsts >> (8 * q)) & 0xffu);
+    float cv, sv;
+    pos_cos_sin(channel_position(rope, RopeMode::kPos3D, pos, c), inv_freq_of[c], cv, sv);
+    const int partner = partner_of[c];
+    xc[c] = xc[partner] = __float2bfloat16_rn(cv);
+    xs[c] = xs[partner] = __float2bfloat16_rn(sv);
+  }
+  __syncthreads();
+  Vec8 c8, s8;
+  c8.u = *reinterpret_cast<const uint4*>(xc + c0);
+  s8.u = *reinterpret_cast<const uint4*>(xs + c0);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    cs[j] = __bfloat162float(c8.h[j]);
+    sn[j] = __bfloat162float(s8.h[j]);
+  }
+}
+
 // One block's rows and heads with the group's RoPE mode M known at compile time (the block's group is
 // uniform): the other modes' code (accurate sincosf, the t/h/w segment maps) is not in the path, so the
 // instruction footprint is the mode's own (ncu, 2026-11-30: "no instruction" was the pass's top stall).
@@ -1024,6 +1063,7 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
   if constexpr (kPosMode) {
     if (!from_table) {
       if (t < kQkvHeadDim) inv_freq[t] = channel_inv_freq(p.rope, M, t);  // no global memory
+      if constexpr (M == RopeMode::kPos3D) partners_3d(p.rope, partner_of, t);  // pos3d_cos_sin_split reads it
       __syncthreads();
     }
   }
@@ -1061,6 +1101,17 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
     } else {
       pos1d_cos_sin_split(p.rope, b, s, c0, inv_freq, cs, sn);  // every lane: it shuffles
     }
+  } else if constexpr (M == RopeMode::kPos3D) {
+    if (from_table) {
+      if (live) table_cos_sin(rp.tab, p.m, m, c0, cs, sn);
+      partners_3d(p.rope, partner_of, t);  // read after the step's barrier
+    } else {
+      // Every thread (a block barrier inside). The exchange tile is the ring's third stage, which the first
+      // copy into it (issue(2), after the loop's first barrier) overwrites only after every lane has read it.
+      static_assert(kRopeRowsStages >= 3 && 2 * kRopeRowsPerBlock * kQkvHeadDim <= kRopeRowsStepElems,
+                    "the cos/sin exchange fits in a ring stage the prologue leaves empty");
+      pos3d_cos_sin_split(p.rope, b, s, r, c0, inv_freq, partner_of, ring + 2 * kRopeRowsStepElems, cs, sn);
+    }
   } else if constexpr (kRotate) {
     if (live) {
       if (from_table)
@@ -1069,7 +1120,6 @@ CUTLASS_DEVICE void rope_rows_block(RopeRowsParams const& rp, int g, float* inv_
         chunk_cos_sin<true>(p.rope, M, b, s, c0, inv_freq, cs, sn);
     }
   }
-  if constexpr (M == RopeMode::kPos3D) partners_3d(p.rope, partner_of, t);  // read after the step's barrier
   const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
   auto* out = static_cast<__nv_bfloat16*>(grp.out) + (int64_t(b) * grp.heads * p.seq + s) * kQkvHeadDim + c0;
 #pragma unroll 1
@@ -1140,7 +1190,7 @@ __global__ void __launch_bounds__(kRopeRowsThreads, kRopeRowsMinBlocks)
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
   static_assert(kLaunches >= 1 && kLaunches <= kRopeRowsMaxLaunches, "one or two launches per pass");
   __shared__ float inv_freq[kQkvHeadDim];
-  __shared__ __align__(8) uint8_t partner_of[kQkvHeadDim];  // kPos3D blocks: partners_3d
+  __shared__ __align__(8) uint8_t partner_of[kPartnerTableBytes];  // kPos3D blocks: partners_3d
   extern __shared__ __align__(16) unsigned char rope_rows_ring[];
   auto* ring = reinterpret_cast<__nv_bfloat16*>(rope_rows_ring);
   if (kLaunches == 1 || blockIdx.z == 0) {

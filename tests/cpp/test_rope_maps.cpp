@@ -83,6 +83,32 @@ bool thw_segments_seed_pairs(std::string& err) {
   return true;
 }
 
+// The RoPE pass's pair numbering (rope::thw_pair_index): for every even split summing to 128 the first-half
+// channels map one to one onto pairs 0..63, a pair's two channels share segment and frequency, and the
+// second-half channels have none.
+bool thw_pair_index_bijection(std::string& err) {
+  const int splits[][3] = {{42, 42, 44}, {44, 42, 42}, {2, 2, 124}, {124, 2, 2}, {64, 32, 32}, {20, 54, 54}};
+  for (const auto& sp : splits) {
+    int first_of[64];
+    for (int& f : first_of) f = -1;
+    for (int c = 0; c < 128; ++c) {
+      const rope::Segment seg = rope::thw_segment(c, sp);
+      const rope::Pair pr = rope::rotate_half_pair(c, seg.base, seg.width);
+      const int p = rope::thw_pair_index(c, sp);
+      EXPECT((p >= 0) == (pr.sign < 0));
+      if (p < 0) continue;
+      EXPECT(p < 64 && first_of[p] == -1);
+      first_of[p] = c;
+      const rope::Segment ps = rope::thw_segment(pr.partner, sp);
+      EXPECT(ps.index == seg.index);
+      EXPECT(rope::rotate_half_pair(pr.partner, ps.base, ps.width).freq == pr.freq);
+      EXPECT(rope::thw_pair_index(pr.partner, sp) == -1);
+    }
+    for (int p = 0; p < 64; ++p) EXPECT(first_of[p] >= 0);
+  }
+  return true;
+}
+
 // Legal configs compile (their static_asserts hold); the illegal ones are compile-fail cases in
 // tests/test_cpp.py. Values are read back to keep the instantiations alive.
 bool gemm_configs_legal(std::string& err) {
@@ -469,6 +495,7 @@ const Case kCases[] = {
     {"mrope_hf_split_pairs_share_plane", mrope_hf_split_pairs_share_plane},
     {"rotate_half_full_head", rotate_half_full_head},
     {"thw_segments_seed_pairs", thw_segments_seed_pairs},
+    {"thw_pair_index_bijection", thw_pair_index_bijection},
     {"gemm_configs_legal", gemm_configs_legal},
     {"qkv_plan_rule", qkv_plan_rule},
     {"qkv_epi_rule", qkv_epi_rule},
