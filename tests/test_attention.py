@@ -354,6 +354,50 @@ def test_skip_on_off_summary_paths(mask_kind, seqlen, width):
     assert torch.equal(on, off)
 
 
+def border_mask(batch, seqlen_q, seqlen_k, width, offset, device="cuda"):
+    """[B, 1, Sq, Sk] view at element ``offset`` of a [B, 1, Sq, width] buffer (row stride ``width``): 128 x 128
+    tiles all zero or all dead (bf16 min), key tile 0 random (every row live, so dead tiles are skipped), and in
+    most tiles one entry at the tile's first or at its last column flipped (-3 in a zero tile, 0 in a dead one).
+    That entry alone makes the tile MIXED: a pre-pass that reads a column into the wrong tile calls it ZERO or
+    DEAD, and the skipping then changes the output."""
+    full = torch.zeros(batch, 1, seqlen_q, width, dtype=torch.float32, device=device)
+    m = full[..., offset:offset + seqlen_k]
+    for i0 in range(0, seqlen_q, 128):
+        for j0 in range(0, seqlen_k, 128):
+            tile = m[:, :, i0:i0 + 128, j0:j0 + 128]
+            if j0 == 0:
+                tile.normal_().mul_(4)
+                continue
+            dead = torch.rand(()).item() < 0.5
+            if dead:
+                tile.fill_(BF16_MIN)
+            if torch.rand(()).item() < 0.8:
+                rows, cols = tile.shape[2], tile.shape[3]
+                col = 0 if torch.rand(()).item() < 0.5 else cols - 1
+                tile[:, :, torch.randint(0, rows, ()).item(), col] = 0.0 if dead else -3.0
+    return full.to(BF16)[..., offset:offset + seqlen_k]
+
+
+@requires_sm90
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("width,offset", [(397, 3), (397, 0), (400, 5), (392, 0)])
+def test_summary_tile_borders_odd_strides(width, offset, causal):
+    """The pre-pass's element path (row strides not a multiple of 8, a view's misaligned start, the Sk tail;
+    width 392 / offset 0 is the aligned 16-byte path with the tail on the element path) puts every column in
+    its tile: a tile's first or last column alone decides its kind (border_mask), on a stride-397 mask whose
+    rows start at every element offset of a 16-byte block. Skip on and off agree bitwise. (A realigned
+    16-byte-load variant of the element path passed this test and was 50% slower: bench/NOTES.md,
+    thirty-ninth session.)"""
+    torch.manual_seed(width * 10 + offset)
+    q, k, v = qkv(2, 4, 1, 300, 389)
+    mask = border_mask(2, 300, 389, width, offset)
+    assert mask.stride(2) == width and mask.storage_offset() == offset
+    on = attention(q, k, v, mask, causal=causal, skip=True)
+    off = attention(q, k, v, mask, causal=causal, skip=False)
+    assert torch.isfinite(on).all()
+    assert torch.equal(on, off)
+
+
 @requires_sm90
 @pytest.mark.parametrize("mask_kind", ["causal_min", "causal_inf", "causal_min_padded"])
 @pytest.mark.parametrize("batch,seqlen,width", [(2, 1024, 1024), (8, 541, 541), (2, 300, 700)])
