@@ -388,7 +388,6 @@ def test_summary_tile_borders_odd_strides(width, offset, causal):
     rows start at every element offset of a 16-byte block. Skip on and off agree bitwise. (A realigned
     16-byte-load variant of the element path passed this test and was 50% slower: bench/NOTES.md,
     thirty-ninth session.)"""
-    torch.manual_seed(width * 10 + offset)
     q, k, v = qkv(2, 4, 1, 300, 389)
     mask = border_mask(2, 300, 389, width, offset)
     assert mask.stride(2) == width and mask.storage_offset() == offset
