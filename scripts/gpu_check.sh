@@ -48,6 +48,17 @@ setup_env() {
     export PYTHONPATH="$PYTHONPATH:/tmp/site"
   fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
+  # The device copy's git HEAD is the session's base commit under newer files (bench/README.md), so a stamp
+  # taken from it there is wrong: the thirty-ninth session's VLATTN_COMMIT=$(git rev-parse ...) stamped three
+  # calls' results with a commit two sessions old. Say so in the summary (results are kept either way).
+  local head
+  head=$(git rev-parse --short HEAD 2>/dev/null || true)
+  if [ -z "${VLATTN_COMMIT:-}" ]; then
+    log "VLATTN_COMMIT unset: results are stamped from this copy's git, stale on a device copy (pass the sha as a literal)"
+  elif [ -n "$head" ] && [ "${VLATTN_COMMIT:0:7}" = "${head:0:7}" ] \
+      && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ]; then
+    log "VLATTN_COMMIT=$VLATTN_COMMIT is this copy's git HEAD, whose tracked files differ from it: a stale stamp? (pass the sha as a literal)"
+  fi
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(),
                'cxx11abi', torch._C._GLIBCXX_USE_CXX11_ABI)" | tee -a "$OUT/summary.txt"
 }
