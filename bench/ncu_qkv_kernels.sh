@@ -13,23 +13,6 @@ for v in $values; do
   VLATTN_QKV_GEMM_EPI=$v ncu --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__cycles_active.avg \
     python3 bench/ncu_target.py qkv 007 "$idx" gemm > "$OUT/ncu_qkv_${idx}_epi$v.log" 2>&1
   echo "== VLATTN_QKV_GEMM_EPI=$v (007 sorted index $idx): kernel (CUTLASS: cluster, tile), grid, duration us, cycles"
-  python3 - "$OUT/ncu_qkv_${idx}_epi$v.log" <<'PY'
-import re, sys
-row = None
-for line in open(sys.argv[1]):
-    m = re.match(r"^  (\S.*?)\s+\((\d+), (\d+), (\d+)\)x\((\d+), 1, 1\)", line)
-    if m:
-        name = m.group(1)
-        if "GemmUniversal" in name:
-            name = "cutlass " + " ".join("x".join(t) for t in re.findall(r"cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)>", name)[:2])
-        row = [name[:60], "x".join(m.group(i) for i in (2, 3, 4))]
-        print_row = "qkv" in name or "cutlass" in name
-        continue
-    if row is not None and print_row:
-        if "gpu__time_duration.sum" in line:
-            row.append(line.split()[-1])
-        elif "sm__cycles_elapsed.max" in line:
-            print("   ", *row, line.split()[-1])
-            row = None
-PY
+  python3 bench/ncu_kernel_rows.py "$OUT/ncu_qkv_${idx}_epi$v.log" --match qkv,cutlass \
+    --metrics gpu__time_duration.sum,sm__cycles_elapsed.max
 done

@@ -14,26 +14,8 @@ tag=${problem}_${idx}
 ncu --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum \
   python3 bench/ncu_target.py qkv "$problem" "$idx" > "$OUT/ncu_qkv_all_$tag.log" 2>&1
 echo "== every kernel of the QKV op ($problem sorted index $idx), third call: name, grid, us, DRAM %, DRAM bytes"
-python3 - "$OUT/ncu_qkv_all_$tag.log" <<'PY'
-import re, sys
-rows, row = [], None
-for line in open(sys.argv[1]):
-    m = re.match(r"^  (\S.*?)\s+\((\d+), (\d+), (\d+)\)x\((\d+), 1, 1\)", line)
-    if m:
-        name = m.group(1)
-        if "GemmUniversal" in name or "cutlass" in name:
-            name = "cutlass " + " ".join("x".join(t) for t in re.findall(r"cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)>", name)[:2])
-        row = [re.sub(r"\(.*", "", name)[:70], "x".join(m.group(i) for i in (2, 3, 4))]
-        rows.append(row)
-        continue
-    if row is not None:
-        for key in ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes.sum"):
-            if key in line:
-                row.append(" ".join(line.split()[-2:]))
-n = len(rows) // 3
-for r in rows[-n:] if n else rows:
-    print("   ", *r)
-PY
+python3 bench/ncu_kernel_rows.py "$OUT/ncu_qkv_all_$tag.log" --last-of 3 --units \
+  --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum
 # The pass kernels of the second call, in full.
 ncu --set full --import-source no -k regex:rope_rows --launch-skip 2 --launch-count 2 -f -o "$OUT/ncu_pass_$tag" \
   python3 bench/ncu_target.py qkv "$problem" "$idx" > "$OUT/ncu_pass_${tag}_run.log" 2>&1
