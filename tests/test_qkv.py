@@ -345,6 +345,18 @@ def test_cross_rope_table_is_bitwise_neutral(tmp_path, rng_seed):
 
 
 @requires_sm90
+def test_rope_pass_width_is_bitwise_neutral(tmp_path, rng_seed):
+    """The RoPE pass with runs of 8 or 32 heads per block (VLATTN_QKV_PASS_WIDTH, an A/B) gives the bits of
+    the rule's runs (0): 034's merged and grouped-plan passes (1-D q, t/h/w k, v; 32 heads in one block walk
+    8 steps of the copy ring) and 007's table-RoPE pass of config "gemm" (8 / 2 / 2 heads), from the default
+    and from a non-default stream."""
+    assert_switch_bitwise_neutral(_ROPE_MERGE_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_PASS_WIDTH", 9,
+                                  "forced pass width vs the rule", values=("8", "32"))
+    assert_switch_bitwise_neutral(_GEMM_STREAMS_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_PASS_WIDTH", 6,
+                                  "forced pass width vs the rule", values=("8", "32"))
+
+
+@requires_sm90
 @pytest.mark.parametrize("config", ["grouped", "grouped128"])
 def test_grouped_bias_rules(config):
     """The grouped GEMM reads every projection's bias through one array of 16-byte aligned pointers:

@@ -25,6 +25,7 @@ constexpr Entry kTable[] = {
     {"VLATTN_QKV_TUNED", 1, true},
     {"VLATTN_QKV_ROPE_MERGE", 1, true},
     {"VLATTN_QKV_ROPE_TABLE", 1, false},
+    {"VLATTN_QKV_PASS_WIDTH", 0, false},
     {"VLATTN_QKV_GEMM_EPI", 1, false},
     {"VLATTN_QKV_EPI_POS1D", 1, false},
     {"VLATTN_QKV_PLAN", 1, true},

@@ -19,6 +19,7 @@ enum class DevSwitch : int {
   kQkvTuned,           // VLATTN_QKV_TUNED: plain GEMMs alone take the tuned table's entry for their shape
   kQkvRopeMerge,       // VLATTN_QKV_ROPE_MERGE: one RoPE pass for both of 034's launches on the all-GEMMs plan
   kQkvRopeTable,       // VLATTN_QKV_ROPE_TABLE: 0 never, 1 rule, 2 always a cos/sin table first
+  kQkvPassWidth,       // VLATTN_QKV_PASS_WIDTH: heads per block of the RoPE pass, 0 rule, N a forced run of N
   kQkvGemmEpi,         // VLATTN_QKV_GEMM_EPI: 0 off, 1 rule, 2 / 3 / 4 a forced epilogue tile
   kQkvEpiPos1D,        // VLATTN_QKV_EPI_POS1D: 034's q in the epilogue GEMM via a table: 0 off, 1 rule, 2 coop tile
   kQkvPlan,            // VLATTN_QKV_PLAN: the op-level plans

@@ -355,9 +355,13 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   at::Tensor table_ws;  // caching allocator, on the caller's stream, freed when the op returns
   if (table_bytes > 0)
     table_ws = at::empty({static_cast<int64_t>(table_bytes)}, outs.options.dtype(at::kByte));
+  // VLATTN_QKV_PASS_WIDTH (a dev switch, an A/B): 0 (default) = rope_pass_heads_per_block's rule, N > 0 =
+  // runs of N heads per block (rounded up to a multiple of 4); same bits.
+  const int64_t width = dev_switch(DevSwitch::kQkvPassWidth);
+  const int pass_width = width > 0 ? static_cast<int>(std::min<int64_t>(width, 1 << 20)) : 0;
   RECORD_USER_SCOPE("vlattn.qkv.rope_pass");
-  const cudaError_t err =
-      qkv_rope_rows_sm90(ps, ys, lds, n, table_bytes > 0 ? table_ws.data_ptr() : nullptr, table_bytes);
+  const cudaError_t err = qkv_rope_rows_sm90(ps, ys, lds, n, table_bytes > 0 ? table_ws.data_ptr() : nullptr,
+                                             table_bytes, pass_width);
   VLATTN_HOST_MARK("qkv.rope_pass");
   TORCH_CHECK(err == cudaSuccess, op, ": RoPE pass launch failed: ", cudaGetErrorString(err));
 }

@@ -207,13 +207,19 @@ constexpr int kRopePassBlocksPerSm = 4;
 // keep a block's copy ring streaming longer; the largest group bounds the pass's time, so its blocks
 // must fill the machine (sizing by all groups' blocks gave 007 M=4096 one 28-head block per row block,
 // about 2 per SM: bench/NOTES.md, ninth session). Small M keeps runs of 4 (007 M=128: 8 row blocks x 7).
-inline void rope_pass_heads_per_block(int64_t rows, const int* heads, int groups, int sm_count, int* per_group) {
+// forced_width > 0 (VLATTN_QKV_PASS_WIDTH, an A/B) replaces the rule's width: rounded up to a multiple of
+// a step, then capped per group like the rule's.
+inline void rope_pass_heads_per_block(int64_t rows, const int* heads, int groups, int sm_count, int* per_group,
+                                      int forced_width = 0) {
   const int64_t row_blocks = (rows + kRopePassRows - 1) / kRopePassRows;
   const int64_t slots = int64_t(sm_count > 0 ? sm_count : 132) * kRopePassBlocksPerSm;
   int max_heads = 0;
   for (int g = 0; g < groups; ++g) max_heads = std::max(max_heads, heads[g]);
   int width = kRopePassStepHeads;
-  while (width < max_heads && row_blocks * ((max_heads + 2 * width - 1) / (2 * width)) >= slots) width *= 2;
+  if (forced_width > 0)
+    width = (std::min(forced_width, 1 << 20) + kRopePassStepHeads - 1) / kRopePassStepHeads * kRopePassStepHeads;
+  else
+    while (width < max_heads && row_blocks * ((max_heads + 2 * width - 1) / (2 * width)) >= slots) width *= 2;
   for (int g = 0; g < groups; ++g) {
     const int rounded = (heads[g] + kRopePassStepHeads - 1) / kRopePassStepHeads * kRopePassStepHeads;
     per_group[g] = std::min(width, rounded);

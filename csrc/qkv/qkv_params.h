@@ -85,8 +85,10 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config);
 // table (optional, 16-byte aligned, at least qkv_rope_table_bytes(ps, n) bytes): first compute the
 // launches' position-mode cos/sin into it with one small kernel, which the pass then reads instead of
 // computing them per thread (qkv_rope_table_pays in qkv_config.h says when). Same bits either way.
+// pass_width > 0: the pass's blocks take runs of that many heads (rope_pass_heads_per_block's forced
+// width) instead of the rule's; same bits for any width.
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
-                               int n, void* table = nullptr, size_t table_bytes = 0);
+                               int n, void* table = nullptr, size_t table_bytes = 0, int pass_width = 0);
 // The table alone, for one launch whose groups use one position mode (rope_table_mode): cos [m, 128] then
 // sin [m, 128] bf16 into `table` (16-byte aligned, at least qkv_rope_table_bytes of p), on p.stream with
 // programmatic dependent launch. The RoPE epilogue GEMM reads it for 1-D positions (csrc/ops/qkv.cpp).

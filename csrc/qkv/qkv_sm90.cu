@@ -177,7 +177,7 @@ static cudaError_t launch_rope_rows(dim3 grid, const qkv::RopeRowsLaunches& rl, 
 
 // One launch's pass: its parameters and its own (x, y) grid; false for an illegal problem.
 static bool make_rope_rows(const QkvParams& p, const void* const* y, const int64_t* ldy, qkv::RopeRowsParams& rp,
-                           unsigned& blocks_x, unsigned& blocks_y) {
+                           unsigned& blocks_x, unsigned& blocks_y, int pass_width) {
   if (p.num_groups < 1 || p.num_groups > kQkvMaxGroups || p.m < 1 || p.batch * p.seq != p.m) return false;
   rp.p = p;
   int heads[kQkvMaxGroups] = {};
@@ -192,7 +192,7 @@ static bool make_rope_rows(const QkvParams& p, const void* const* y, const int64
       heads[g] = p.groups[g].heads;
     }
   }
-  rope_pass_heads_per_block(p.m, heads, p.num_groups, p.sm_count, rp.heads_per_block);  // qkv_config.h
+  rope_pass_heads_per_block(p.m, heads, p.num_groups, p.sm_count, rp.heads_per_block, pass_width);  // qkv_config.h
   rp.chunk_first[0] = 0;
   for (int g = 0; g < kQkvMaxGroups; ++g)
     rp.chunk_first[g + 1] =
@@ -254,13 +254,13 @@ cudaError_t qkv_rope_table_sm90(const QkvParams& p, void* table, size_t table_by
 }
 
 cudaError_t qkv_rope_rows_sm90(const QkvParams* const* ps, const void* const* const* y, const int64_t* const* ldy,
-                               int n, void* table, size_t table_bytes) {
+                               int n, void* table, size_t table_bytes, int pass_width) {
   if (n < 1 || n > qkv::kRopeRowsMaxLaunches) return cudaErrorNotSupported;
   qkv::RopeRowsLaunches rl{};  // launches past n stay zero: no block reads them
   dim3 grid(1, 1, static_cast<unsigned>(n));
   int modes = 0;
   for (int i = 0; i < n; ++i) {
-    if (!make_rope_rows(*ps[i], y[i], ldy[i], rl.launch[i], rl.blocks_x[i], rl.blocks_y[i]))
+    if (!make_rope_rows(*ps[i], y[i], ldy[i], rl.launch[i], rl.blocks_x[i], rl.blocks_y[i], pass_width))
       return cudaErrorNotSupported;
     grid.x = std::max(grid.x, rl.blocks_x[i]);
     grid.y = std::max(grid.y, rl.blocks_y[i]);

@@ -416,6 +416,18 @@ bool rope_pass_runs(std::string& err) {
   EXPECT(runs(4300, {5, 5}) == V({4, 4}));           // ... its 034 K/V launch
   EXPECT(runs(0, {28, 4, 4}) == V({4, 4, 4}));       // no rows: no division, the narrowest run
   EXPECT(runs(1 << 20, {3}) == V({4}));              // never wider than the group rounded up to a step
+  // A forced width (VLATTN_QKV_PASS_WIDTH): rounded up to a step, capped per group like the rule's.
+  auto forced = [](int64_t rows, std::vector<int> heads, int width) {
+    std::vector<int> out(heads.size());
+    rope_pass_heads_per_block(rows, heads.data(), static_cast<int>(heads.size()), 132, out.data(), width);
+    return out;
+  };
+  EXPECT(forced(2048, {32}, 8) == V({8}));            // 034 B4 Lq512's q pass: 512 blocks instead of 1024
+  EXPECT(forced(3136, {8, 8}, 8) == V({8, 8}));       // its k/v pass: a whole group per block
+  EXPECT(forced(3136, {8, 8}, 6) == V({8, 8}));       // rounded up to a step
+  EXPECT(forced(2048, {32}, 1) == V({4}));
+  EXPECT(forced(2048, {28, 4, 4}, 64) == V({28, 4, 4}));
+  EXPECT(forced(8192, {32}, 0) == runs(8192, {32}));  // 0: the rule
   return true;
 }
 
