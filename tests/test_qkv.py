@@ -297,6 +297,36 @@ def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
                                   "side stream vs one stream")
 
 
+_PAIR_STREAMS_SCRIPT = r"""
+import sys, torch, vlattn
+torch.manual_seed(int(sys.argv[2]))
+outs = []
+# 034's K / V pair of config "gemm" at 2 x 2300 = 4600 vision rows (the rule runs them back to back) and at
+# 2 x 700 (side by side), the second from a caller's stream.
+w = [torch.randn(h * 128, 512, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (4, 2, 2)]
+b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (4, 2, 2)]
+side = torch.cuda.Stream()
+for lv, stream in ((2300, None), (700, side)):
+    lang = torch.randn(2, 300, 512, dtype=torch.bfloat16, device="cuda")
+    vis = torch.randn(2, lv, 512, dtype=torch.bfloat16, device="cuda")
+    pos = torch.randint(0, 8192, (2, 300), device="cuda")
+    thw = torch.randint(0, 8192, (2, lv, 3), device="cuda")
+    with torch.cuda.stream(stream):
+        outs += list(vlattn.vision_qkv(lang, vis, pos, thw, w[0], b[0], w[1], b[1], w[2], b[2], config="gemm"))
+torch.cuda.synchronize()
+torch.save([t.cpu() for t in outs], sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_cross_pair_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
+    """034's K and V GEMMs of config "gemm" side by side on a forked stream or back to back (the rule:
+    back to back at 4096-8191 vision rows; VLATTN_QKV_GEMM_STREAMS=2 always side by side, 0 never) give the
+    same bits, inside and outside the rule's window, from the default and from a non-default stream."""
+    assert_switch_bitwise_neutral(_PAIR_STREAMS_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_STREAMS", 6,
+                                  "K / V side by side vs back to back", values=(None, "2"))
+
+
 _ROPE_MERGE_SCRIPT = r"""
 import sys, torch, vlattn
 from vlattn import workloads as W

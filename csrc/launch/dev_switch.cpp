@@ -20,7 +20,7 @@ constexpr int kCount = static_cast<int>(DevSwitch::kCount);
 // In DevSwitch's order (the static_assert below counts them; a test checks every name is a VLATTN_*).
 constexpr Entry kTable[] = {
     {"VLATTN_QKV_GEMM_MIN_M", kQkvGemmMinRows, false},
-    {"VLATTN_QKV_GEMM_STREAMS", 1, true},
+    {"VLATTN_QKV_GEMM_STREAMS", 1, false},
     {"VLATTN_QKV_PAIR_WAVES", 1, true},
     {"VLATTN_QKV_TUNED", 1, true},
     {"VLATTN_QKV_ROPE_MERGE", 1, true},

@@ -199,11 +199,13 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
 }
 
 // The last group's GEMM of the two-pass config runs on a second stream, concurrently with the
-// others (VLATTN_QKV_GEMM_STREAMS=0 turns that off; a dev switch). At 1024-2048 rows the K and V
-// projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs apiece, and Q's 128x256 tiles
-// leave 20 SMs free (H200): side by side they share the machine instead of running back to back.
-bool gemm_side_stream_enabled() {
-  return dev_switch_on(DevSwitch::kQkvGemmStreams);
+// others, where qkv_gemm_side_stream says so (VLATTN_QKV_GEMM_STREAMS: 1 the rule, 0 never, 2 always; a dev
+// switch). At 1024-2048 rows the K and V projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs
+// apiece, and Q's 128x256 tiles leave 20 SMs free (H200): side by side they share the machine instead of
+// running back to back. pair: the launch is two equal-width groups (034's K and V).
+bool gemm_side_stream(int64_t m, bool pair) {
+  const int64_t mode = dev_switch(DevSwitch::kQkvGemmStreams);
+  return mode == 0 ? false : mode == 2 ? true : qkv_gemm_side_stream(m, pair);
 }
 
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
@@ -512,7 +514,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   }
   VLATTN_HOST_MARK("qkv.gemm_rope.y");
   const int device = x.get_device();
-  const bool side = p.num_groups >= 2 && gemm_side_stream_enabled();
+  const bool two_equal = p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
+  const bool side = p.num_groups >= 2 && gemm_side_stream(p.m, two_equal);
   c10::optional<c10::cuda::CUDAStream> side_stream;
   if (side) {
     ForkJoin& ev = fork_join_events(device);
@@ -521,7 +524,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
   }
   // Two equal-width groups run side by side: their GEMMs share the machine (gemm_pair_waves_enabled).
-  const bool pair = side && p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
+  const bool pair = side && two_equal;
   const int concurrent = pair && gemm_pair_waves_enabled() ? 2 : 1;
   for (int i = 0; i < p.num_groups; ++i) {
     // The side stream's group goes first so that it starts with the others, not after them. (Launching it

@@ -74,6 +74,18 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 //   -2.7%; at 4096 rows (B1 S4096, B4 S1024, B8 S512) within +-1.3% of the 64 x 256 tile, which stays.
 //   VLATTN_QKV_GEMM_EPI=3 forces the cooperative tile (the old rule) for A/Bs.
 enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256, kPingPong128x128 };
+
+// Whether config kGemmRope's last group GEMM runs on a second stream beside the others (csrc/ops/qkv.cpp), for
+// a launch of m rows; pair: two equal-width groups (034's K and V on the vision tokens). Side by side pays where
+// the GEMMs are short and leave SMs idle (007 and 034 at 1024-2048 rows: bench/NOTES.md seventh and tenth
+// sessions); a pair at 4096-8191 rows runs back to back, each GEMM on its tuned tile alone. H200, in-process
+// A/B of VLATTN_QKV_GEMM_STREAMS=1,0 (bench/NOTES.md fortieth session call 1, graph replay): 034 Lq 4096 (6272
+// vision rows: k ‖ v 172 us from q's end against 2 x 75 alone) 1371.6 -> 1329.5 us (-3.1%; eager -4.6%); at
+// 12544-25088 rows (B16 Lq512, Lq 8192, B32 Lq373, B64 Lq256) within -0.3 / +0.7%, so those keep the side
+// stream. VLATTN_QKV_GEMM_STREAMS: 1 (default) this rule, 0 never, 2 always (an A/B arm).
+inline bool qkv_gemm_side_stream(int64_t m, bool pair) {
+  return !(pair && m >= 4096 && m < 8192);
+}
 inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
   if (m >= 8192) return QkvEpiTile::kPingPong128x128;
   if (m >= 4096) return QkvEpiTile::kPingPong64x256;

@@ -398,6 +398,23 @@ bool qkv_epi_rule(std::string& err) {
   return true;
 }
 
+// Whether config kGemmRope's last GEMM runs on a second stream (qkv_gemm_side_stream): always for 007's three
+// groups, for 034's K / V pair except at 4096-8191 vision rows (bench/NOTES.md, fortieth session call 1).
+bool qkv_side_stream_rule(std::string& err) {
+  EXPECT(qkv_gemm_side_stream(1024, false));   // 007 M=1024: v beside q and k
+  EXPECT(qkv_gemm_side_stream(6272, false));   // three groups: the pair window does not apply
+  EXPECT(qkv_gemm_side_stream(16384, false));  // 007 B64 S256
+  EXPECT(qkv_gemm_side_stream(1568, true));    // 034 B8 Lq128's vision launch
+  EXPECT(qkv_gemm_side_stream(4095, true));
+  EXPECT(!qkv_gemm_side_stream(4096, true));
+  EXPECT(!qkv_gemm_side_stream(6272, true));   // 034 Lq 4096: back to back
+  EXPECT(!qkv_gemm_side_stream(8191, true));
+  EXPECT(qkv_gemm_side_stream(8192, true));
+  EXPECT(qkv_gemm_side_stream(12544, true));   // 034 B16 Lq512, Lq 8192
+  EXPECT(qkv_gemm_side_stream(25088, true));   // 034 B64 Lq256
+  return true;
+}
+
 // The RoPE pass's heads per block on the shapes measured on the H200 (bench/NOTES.md, ninth session).
 bool rope_pass_runs(std::string& err) {
   auto runs = [](int64_t rows, std::vector<int> heads) {
@@ -511,6 +528,7 @@ const Case kCases[] = {
     {"gemm_configs_legal", gemm_configs_legal},
     {"qkv_plan_rule", qkv_plan_rule},
     {"qkv_epi_rule", qkv_epi_rule},
+    {"qkv_side_stream_rule", qkv_side_stream_rule},
     {"attention_summary_rule", attention_summary_rule},
     {"attention_persistent_rule", attention_persistent_rule},
     {"attention_pack_rule", attention_pack_rule},
