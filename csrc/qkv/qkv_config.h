@@ -76,15 +76,21 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256, kPingPong128x128 };
 
 // Whether config kGemmRope's last group GEMM runs on a second stream beside the others (csrc/ops/qkv.cpp), for
-// a launch of m rows; pair: two equal-width groups (034's K and V on the vision tokens). Side by side pays where
-// the GEMMs are short and leave SMs idle (007 and 034 at 1024-2048 rows: bench/NOTES.md seventh and tenth
-// sessions); a pair at 4096-8191 rows runs back to back, each GEMM on its tuned tile alone. H200, in-process
-// A/B of VLATTN_QKV_GEMM_STREAMS=1,0 (bench/NOTES.md fortieth session call 1, graph replay): 034 Lq 4096 (6272
-// vision rows: k ‖ v 172 us from q's end against 2 x 75 alone) 1371.6 -> 1329.5 us (-3.1%; eager -4.6%); at
-// 12544-25088 rows (B16 Lq512, Lq 8192, B32 Lq373, B64 Lq256) within -0.3 / +0.7%, so those keep the side
-// stream. VLATTN_QKV_GEMM_STREAMS: 1 (default) this rule, 0 never, 2 always (an A/B arm).
+// a launch of m rows; pair: two equal-width groups (034's K and V on the vision tokens), else 007's Q, K, V (the
+// side stream takes V). H200, in-process A/Bs of VLATTN_QKV_GEMM_STREAMS (bench/NOTES.md fortieth session calls
+// 1-3; graph replay, side -> back to back):
+// - From 8192 rows side by side: 007 B32 S256 / B64 S256 / B32 S541 +1.1 / +1.2 / +1.1% back to back (45 calls;
+//   eager +0.3 to +0.6%), 034's pairs at 12544-25088 rows within -0.3 / +0.7%.
+// - 034's pair at 4096-8191 rows back to back: Lq 4096 (6272 vision rows; k ‖ v 172 us from q's end against
+//   2 x 75 alone) 1393.0 -> 1292.1 us (-7.2%, eager -2.9%), each GEMM on its tuned tile alone.
+// - 007 at 2048-8191 rows back to back (v after q and k): B2 S1024 -1.4%, B8 S512 -3.8%, B4 S1024 -4.2%, B1 S4096
+//   -0.6% (B32 S128 +1.2%: the same QKV shapes as B8 S512, so noise).
+// - Below that side by side: 034's pairs at 392-1568 rows +1.7 to +16% back to back (B2 Lq128 76.3 -> 88.6 us),
+//   007 at 1024 rows (the seventh session; 007 launches below 2048 rows take the grouped plan by default).
+// VLATTN_QKV_GEMM_STREAMS: 1 (default) this rule, 0 never, 2 always (A/B arms).
 inline bool qkv_gemm_side_stream(int64_t m, bool pair) {
-  return !(pair && m >= 4096 && m < 8192);
+  if (m >= 8192) return true;
+  return pair ? m < 4096 : m < 2048;
 }
 inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
   if (m >= 8192) return QkvEpiTile::kPingPong128x128;

@@ -398,13 +398,20 @@ bool qkv_epi_rule(std::string& err) {
   return true;
 }
 
-// Whether config kGemmRope's last GEMM runs on a second stream (qkv_gemm_side_stream): always for 007's three
-// groups, for 034's K / V pair except at 4096-8191 vision rows (bench/NOTES.md, fortieth session call 1).
+// Whether config kGemmRope's last GEMM runs on a second stream (qkv_gemm_side_stream): from 8192 rows and
+// below 2048 (007's three groups) / 4096 (034's K / V pair) side by side, back to back between
+// (bench/NOTES.md, fortieth session calls 1-3).
 bool qkv_side_stream_rule(std::string& err) {
-  EXPECT(qkv_gemm_side_stream(1024, false));   // 007 M=1024: v beside q and k
-  EXPECT(qkv_gemm_side_stream(6272, false));   // three groups: the pair window does not apply
-  EXPECT(qkv_gemm_side_stream(16384, false));  // 007 B64 S256
-  EXPECT(qkv_gemm_side_stream(1568, true));    // 034 B8 Lq128's vision launch
+  EXPECT(qkv_gemm_side_stream(1024, false));   // 007 M=1024 (config "gemm"): v beside q and k
+  EXPECT(qkv_gemm_side_stream(2047, false));
+  EXPECT(!qkv_gemm_side_stream(2048, false));  // 007 B2 S1024: back to back
+  EXPECT(!qkv_gemm_side_stream(4096, false));  // B8 S512, B4 S1024, B1 S4096, B32 S128
+  EXPECT(!qkv_gemm_side_stream(8191, false));
+  EXPECT(qkv_gemm_side_stream(8192, false));   // B32 S256
+  EXPECT(qkv_gemm_side_stream(16384, false));  // B64 S256
+  EXPECT(qkv_gemm_side_stream(17312, false));  // B32 S541
+  EXPECT(qkv_gemm_side_stream(392, true));     // 034 B2 Lq128's vision launch
+  EXPECT(qkv_gemm_side_stream(1568, true));    // B8 Lq128, B2 Lq512, B1 Lq1024
   EXPECT(qkv_gemm_side_stream(4095, true));
   EXPECT(!qkv_gemm_side_stream(4096, true));
   EXPECT(!qkv_gemm_side_stream(6272, true));   // 034 Lq 4096: back to back
