@@ -74,6 +74,11 @@ constexpr int64_t kQkvGemmMinRows = 1024;
 //   -2.7%; at 4096 rows (B1 S4096, B4 S1024, B8 S512) within +-1.3% of the 64 x 256 tile, which stays.
 //   VLATTN_QKV_GEMM_EPI=3 forces the cooperative tile (the old rule) for A/Bs.
 enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256, kPingPong128x128 };
+inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
+  if (m >= 8192) return QkvEpiTile::kPingPong128x128;
+  if (m >= 4096) return QkvEpiTile::kPingPong64x256;
+  return QkvEpiTile::kNone;
+}
 
 // Whether config kGemmRope's last group GEMM runs on a second stream beside the others (csrc/ops/qkv.cpp), for
 // a launch of m rows; pair: two equal-width groups (034's K and V on the vision tokens), else 007's Q, K, V (the
@@ -91,11 +96,6 @@ enum class QkvEpiTile { kNone, kPingPong64x256, kCoop128x256, kPingPong128x128 }
 inline bool qkv_gemm_side_stream(int64_t m, bool pair) {
   if (m >= 8192) return true;
   return pair ? m < 4096 : m < 2048;
-}
-inline QkvEpiTile qkv_gemm_epi_tile(int64_t m) {
-  if (m >= 8192) return QkvEpiTile::kPingPong128x128;
-  if (m >= 4096) return QkvEpiTile::kPingPong64x256;
-  return QkvEpiTile::kNone;
 }
 
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against
