@@ -489,6 +489,83 @@ def test_resident_kernel_strided_inputs(highest_fp32_matmul):
     assert_close(strided, ref, ref32, "strided resident")
 
 
+# The last wave's key split (VLATTN_ATTN_TAIL_SPLIT; attn_rules::tail_split_plan, tested in tests/cpp): shapes on
+# the persistent grid whose unit count leaves a partial last wave, run at 128-key tiles (the split's build;
+# VLATTN_ATTN_BN=128 below for the shorter keys, which the rule gives wider tiles). (B, Hq, Hkv, Sq, Sk): 160 units
+# on the H200's 132 SMs (28 tail units) at 8 and 33 key tiles (Sk 4200: the default rule splits it too); 288 units
+# (two full waves, 24 tail units, 24 tiles); q-block and key tails; 2 batches.
+TAIL_SPLIT_CASES = [(1, 32, 8, 640, 1000), (1, 32, 8, 600, 4200), (2, 16, 4, 600, 777), (1, 32, 8, 1100, 3000)]
+
+
+def _tail_split_units(batch, heads_q, seqlen_q, sms):
+    """The units the split runs in pieces or at the end of the range, as (batch, q-block, head): those after the
+    grid x floor(units / grid) run whole round robin (linear order: heads fastest, then the q-blocks last-first,
+    then the batches)."""
+    m_blocks = -(-seqlen_q // 128)
+    units = batch * heads_q * m_blocks
+    grid = min(units, sms)
+    main = units - units % grid
+    out = []
+    for u in range(main, units):
+        rest = u // heads_q
+        out.append((rest // m_blocks, m_blocks - 1 - rest % m_blocks, u - rest * heads_q))
+    return out
+
+
+@requires_sm90
+@pytest.mark.parametrize("case", TAIL_SPLIT_CASES, ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}".format(*c))
+def test_tail_split(case, highest_fp32_matmul):
+    """VLATTN_ATTN_TAIL_SPLIT=2 (every launch with a partial last wave that a cut shortens) against =0, outputs
+    poisoned before each call: the units run whole round robin give the same bits as without the split, the tail
+    units (pieces merged by the combine kernel, another summation order) pass the reference checks and differ
+    somewhere from the unsplit bits (so the split ran), and two split runs are bitwise equal."""
+    from vlattn import dev
+    batch, hq, hkv, sq, sk = case
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tail = _tail_split_units(batch, hq, sq, sms)
+    assert tail, "the case must leave a partial last wave on this GPU"
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    with dev.switch("VLATTN_ATTN_BN", 128):
+        with dev.switch("VLATTN_ATTN_TAIL_SPLIT", 2):
+            split = _poisoned_attention(q, k, v, None, False)
+            again = _poisoned_attention(q, k, v, None, False)
+        with dev.switch("VLATTN_ATTN_TAIL_SPLIT", 0):
+            whole = _poisoned_attention(q, k, v, None, False)
+    assert torch.equal(split, again), "two split runs differ"
+    in_tail = torch.zeros(batch, sq, hq, dtype=torch.bool, device="cuda")
+    for b, mb, h in tail:
+        in_tail[b, mb * 128:(mb + 1) * 128, h] = True
+    in_tail = in_tail[..., None].expand(batch, sq, hq, D).reshape(batch, sq, hq * D)
+    assert torch.equal(split[~in_tail], whole[~in_tail]), "units run whole differ from the unsplit launch"
+    assert not torch.equal(split[in_tail], whole[in_tail]), "the tail units have the unsplit bits: no split ran?"
+    ref, ref32 = references(q, k, v, None, False, None)
+    assert_close(split, ref, ref32, f"tail split {case}")
+
+
+@requires_sm90
+def test_tail_split_in_cuda_graph(highest_fp32_matmul):
+    """A split launch (the combine kernel and the partials' workspace from the caching allocator) captured in a
+    CUDA graph and replayed on new inputs gives the eager call's bits."""
+    from vlattn import dev
+    batch, hq, hkv, sq, sk = TAIL_SPLIT_CASES[1]
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    with dev.switch("VLATTN_ATTN_TAIL_SPLIT", 2):
+        attention(q, k, v)  # warm-up outside the capture (shared-memory attributes, allocator)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = attention(q, k, v)
+        for _ in range(2):
+            q2, k2, v2 = qkv(batch, hq, hkv, sq, sk)
+            q.copy_(q2), k.copy_(k2), v.copy_(v2)
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, attention(q, k, v)), "graph replay and eager call differ"
+    ref, ref32 = references(q, k, v, None, False, None)
+    assert_close(out, ref, ref32, "tail split in a graph")
+
+
 @requires_sm90
 @pytest.mark.parametrize("mask_kind", ["blocky", "blocky_dead_row"])
 @pytest.mark.parametrize("skip", [True, False])

@@ -409,6 +409,7 @@ def test_native_is_the_automatic_choice():
     "007[B=1,S=1024]",          # QKV: one grouped GEMM (its argument kernel too) + the RoPE pass
     "034[B=8,Lq=128,Lv=196]",   # QKV: per launch, CUTLASS GEMMs with the side stream + the RoPE pass
     "034[B=8,Lq=256,Lv=392]",   # QKV: one grouped GEMM over both inputs + two RoPE passes
+    "034[B=1,Lq=4096,Lv=6272]",  # attention: the last wave's key split, its partials and combine kernel
 ])
 def test_native_cuda_graph(name):
     w = workload(name)

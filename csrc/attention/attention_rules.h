@@ -88,6 +88,80 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
   return p.mask == nullptr ? units > sms : units >= kPersistentMinWaves * sms;
 }
 
+// Key split of the persistent grid's last partial wave (docs/design/attention_sm90.md §22-23). Without a mask
+// and without the causal flag every unit has the same `tiles` key tiles, so a grid of G CTAs over `units` units
+// (static round robin) ends on a wave of units % G units while the other SMs idle: 3.0-3.4% of 034's long
+// attention launches (Lq 8192: 2048 units = 15.52 per SM). The split runs the first main_units = G x
+// floor(units / G) units whole, round robin as before, and lays the tail_units after them end to end as one
+// range of total = tail_units x tiles key tiles, CTA c taking [c x chunk, min((c + 1) x chunk, total)) with chunk
+// = ceil(total / G): at most chunk tiles where a CTA used to run `tiles` (chunk <= tiles, so a CTA's range meets
+// at most two units). A unit cut between CTAs has each piece write its unnormalized O and its rows' max and sum
+// to a slot of the workspace (tail unit t, piece i: slot t x max_pieces + i), and a combine kernel merges them.
+// mode (VLATTN_ATTN_TAIL_SPLIT): 0 never; 1 (default) where a CTA saves at least kTailSplitMinTiles key tiles
+// (the combine kernel and the partials' traffic cost a few tiles' time); 2 whenever some unit is cut and a CTA
+// saves at least one tile. The kernel's range arithmetic is 32-bit: the plan gives up where total + chunk or
+// tail_units x max_pieces reach 2^31.
+constexpr int kTailSplitMinTiles = 8;
+struct TailSplit {
+  bool use = false;
+  int grid = 0;
+  int main_units = 0;   // a multiple of grid
+  int tail_units = 0;
+  int tiles = 0;        // key tiles per unit
+  int total = 0;        // tail_units x tiles
+  int chunk = 0;        // tail tiles per CTA: ceil(total / grid)
+  int max_pieces = 0;   // CTAs sharing one tail unit, at most: partial slots per tail unit
+  int saved_tiles = 0;  // tiles - chunk: what the longest CTA no longer runs
+  int main_count() const { return grid > 0 ? main_units / grid : 0; }
+  long long slots() const { return (long long)tail_units * max_pieces; }
+};
+
+// The pieces of tail unit t: CTAs first .. last.
+constexpr int tail_first_cta(int t, int tiles, int chunk) { return t * tiles / chunk; }
+constexpr int tail_last_cta(int t, int tiles, int chunk) { return ((t + 1) * tiles - 1) / chunk; }
+
+// A persistent CTA's item i under the split: unit u (-1: the CTA has no item i), its key tiles [n_begin, n_end)
+// (n_end < 0: all) and the partial slot its piece writes (-1: the whole unit, stored by the normal epilogue).
+// Items 0 .. main_units / grid - 1 are the round robin's units cta + i x grid; then one item per tail unit the
+// CTA's range meets. attention_kernel walks its items with this (constexpr: device code calls it).
+struct TailItem {
+  int u, n_begin, n_end, slot;
+};
+constexpr TailItem tail_split_item(int main_units, int tiles, int total, int chunk, int max_pieces, int i, int cta,
+                                   int grid) {
+  const int main_count = main_units / grid;
+  if (i < main_count) return {cta + i * grid, 0, -1, -1};
+  const int lo = cta * chunk;
+  const int hi = lo + chunk < total ? lo + chunk : total;
+  const int t = lo / tiles + (i - main_count);
+  const int start = t * tiles;
+  if (lo >= total || start >= hi) return {-1, 0, 0, -1};
+  const int n_begin = (lo > start ? lo : start) - start;
+  const int n_end = (hi < start + tiles ? hi : start + tiles) - start;
+  const bool whole = n_begin == 0 && n_end == tiles;
+  return {main_units + t, n_begin, n_end, whole ? -1 : t * max_pieces + (cta - tail_first_cta(t, tiles, chunk))};
+}
+
+inline TailSplit tail_split_plan(long long units, long long grid, int tiles, int mode) {
+  TailSplit s;
+  if (mode <= 0 || grid < 1 || grid > INT_MAX || tiles < 2 || units <= grid || units > INT_MAX) return s;
+  const long long tail = units % grid;
+  if (tail == 0) return s;
+  const long long total = tail * tiles, chunk = (total + grid - 1) / grid;
+  if (total + chunk >= INT_MAX || tail * (tiles / chunk + 2) >= INT_MAX) return s;
+  s.grid = int(grid);
+  s.tail_units = int(tail);
+  s.main_units = int(units - tail);
+  s.tiles = tiles;
+  s.total = int(total);
+  s.chunk = int(chunk);
+  s.saved_tiles = tiles - s.chunk;
+  for (int t = 0; t < s.tail_units; ++t)
+    s.max_pieces = std::max(s.max_pieces, tail_last_cta(t, tiles, s.chunk) - tail_first_cta(t, tiles, s.chunk) + 1);
+  s.use = s.max_pieces >= 2 && s.saved_tiles >= (mode >= 2 ? 1 : kTailSplitMinTiles);
+  return s;
+}
+
 // Whether the per-unit staged-mask kernel runs its kLean build (ZERO tiles inside the keys and below the
 // causal diagonal skip the per-key checks; same bits). That build needs the softmax step forced inline,
 // which costs short units and single waves. Measured on the H200 (2026-12-01, bench/NOTES.md nineteenth

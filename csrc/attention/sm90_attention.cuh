@@ -161,6 +161,8 @@ using PipelineM = cutlass::PipelineAsync<kMaskStages>;
 using PipeStateM = typename PipelineM::PipelineState;
 constexpr int kMaskCopyWarps = 3;  // producer warpgroup warps 1..3 (warp 0 issues the TMA loads)
 
+constexpr int kTailSplitItemsStorage = 2;  // = kTailSplitItems (static_asserted below)
+
 template <int kBN>
 struct SharedStorageBase {
   // 128B swizzle needs 1024-byte aligned tiles.
@@ -171,6 +173,9 @@ struct SharedStorageBase {
   typename PipelineV::SharedStorage pipe_v;
   alignas(8) uint64_t q_full;   // transaction barrier of the Q load of each work unit
   alignas(8) uint64_t q_empty;  // the consumers' wgmma are done with the Q tile of a unit (persistent)
+  // The CTA's items in the tail of a split launch (kTailSplitItems; attn_rules::TailItem as {u, n_begin, n_end,
+  // slot}), written once at the kernel's start: the TMA thread, in 24 registers, spilled when it derived them.
+  int4 tail_items[kTailSplitItemsStorage];
 };
 
 template <int kBN, bool kMaskSmem, bool kOStage = false>
@@ -315,6 +320,17 @@ struct KernelArgs {
   // kv_resident_kernel only (sm90_attention_resident.cuh): query heads per CTA and CTAs per (batch, KV head).
   int resident_heads = 0;
   int resident_chunks = 0;
+  // Key split of the last wave (attn_rules::TailSplit; split_tiles = 0: off). Only the persistent kernels built
+  // without a mask ring and without kLean (kTailSplitBuilt) read these; the launcher sets them only for launches
+  // without a mask and without the causal flag, on a grid of exactly the plan's CTAs, without GQA packing.
+  int split_main_units = 0;   // units run whole, round robin: a multiple of the grid
+  int split_main_count = 0;   // split_main_units / grid
+  int split_tiles = 0;        // key tiles per unit
+  int split_total = 0;        // tail units x split_tiles
+  int split_chunk = 0;        // tail tiles per CTA
+  int split_max_pieces = 0;   // partial slots per tail unit
+  float* split_o = nullptr;   // [slots][128 rows][128] fp32: a piece's O before the division by its row sum
+  float* split_ml = nullptr;  // [slots][2][128]: a piece's row max (scaled scores) and row sum
 };
 
 template <int kBN>
@@ -338,6 +354,30 @@ struct WorkUnit {
 CUTLASS_DEVICE WorkUnit work_unit(int u, int heads_q, int m_blocks) {
   const int rest = u / heads_q;
   return {u - rest * heads_q, m_blocks - 1 - rest % m_blocks, rest / m_blocks};
+}
+
+// Which attention_kernel build carries the tail split: the persistent 128-key one without a mask ring and without
+// kLean (the launcher runs it without a mask). The long key sequences it serves take 128-key tiles (attn_rules::
+// block_n: from 4096 keys); in the wider persistent builds the split's TMA thread spilled at 24 registers, and
+// their consumers need the 240 (ptxas, 2026-12-04).
+template <int kBN, bool kMaskSmem, bool kPersistent, bool kLean>
+constexpr bool kTailSplitBuilt = kBN == AttnConfig::kBlockN && kPersistent && !kMaskSmem && !kLean;
+
+// Item i of this CTA under the tail split (attn_rules::tail_split_item).
+CUTLASS_DEVICE attn_rules::TailItem tail_split_item(const KernelArgs& kp, int i, int cta, int grid) {
+  return attn_rules::tail_split_item(kp.split_main_units, kp.split_tiles, kp.split_total, kp.split_chunk,
+                                     kp.split_max_pieces, i, cta, grid);
+}
+// A CTA's range of the tail (chunk <= tiles) meets at most two units.
+constexpr int kTailSplitItems = 2;
+static_assert(kTailSplitItems == kTailSplitItemsStorage, "SharedStorageBase::tail_items holds a CTA's tail items");
+// Item `it` of this CTA as {u, n_begin, n_end, slot}: the round robin's units, then the tail items the kernel wrote
+// to shared memory at its start.
+CUTLASS_DEVICE int4 split_item(const KernelArgs& kp, const int4 (&tail_items)[kTailSplitItemsStorage], int it, int cta,
+                               int grid) {
+  if (it < kp.split_main_count) return make_int4(cta + it * grid, 0, -1, -1);
+  const int j = it - kp.split_main_count;
+  return j < kTailSplitItems ? tail_items[j] : make_int4(-1, 0, 0, -1);
 }
 
 // Key tiles of a q-block. Causal (top-left aligned): row i sees keys j <= i, so tiles wholly to the
@@ -492,6 +532,29 @@ CUTLASS_DEVICE void inverse_row_sums(const float (&l)[2], float (&inv_l)[2]) {
     inv_l[r] = total > 0.f ? 1.f / total : 0.f;
   }
 }
+// A piece of a split unit (tail split): its O before the division by the row sum, fp32, row-major [128][128] at
+// po, and per row the max (scaled scores, as m) and the sum (the quad's partial sums reduced) at pml[r] and
+// pml[128 + r]; lane4 = the thread's lane % 4 (one lane of each quad writes the row's pair).
+template <class FragO, class CoordO>
+CUTLASS_DEVICE void store_partial(const FragO& o, const CoordO& tOcO, const float (&m)[2], const float (&l)[2],
+                                  int lane4, float* po, float* pml) {
+  CUTE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const int r_local = get<0>(tOcO(acc_idx(0, r, 0)));
+    float* dst = po + r_local * C::kHeadDim;
+    CUTE_UNROLL
+    for (int j = 0; j < kOColGroups; ++j) {
+      const int i0 = acc_idx(0, r, j);
+      *reinterpret_cast<float2*>(dst + get<1>(tOcO(i0))) = make_float2(o(i0), o(i0 + 1));
+    }
+    const float total = quad_sum(l[r]);
+    if (lane4 == 0) {
+      pml[r_local] = m[r];
+      pml[C::kBlockM + r_local] = total;
+    }
+  }
+}
+
 // The O staging tile: a Q-shaped tile of shared memory (a Q stage, 1024-byte aligned) addressed by hand in the
 // shared state space. Through a CuTe tensor on ss.q the compiler lost the address space: every staged pair was a
 // generic ST.E with its own 64-bit swizzled address and every 16-byte read a generic LD.E.128 (cuobjdump: 32 + 8
@@ -729,6 +792,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   constexpr bool kCausalTiles = !kPlain && (kMaskSmem || kLean || !kPipelined);
   extern __shared__ __align__(1024) char smem_buf[];
   constexpr bool kOStage = kOStaged<kBN, kMaskSmem, kPersistent>;
+  constexpr bool kSplit = kTailSplitBuilt<kBN, kMaskSmem, kPersistent, kLean>;
+  // The producer warpgroup's register budget: 40 (consumers 232) for the mask ring's copy loop, and for the build
+  // with the tail split, whose TMA thread spilled at 24 (ptxas, 2026-12-04: 40/76 B).
+  constexpr bool kWideProducer = kMaskSmem || kSplit;
   using Storage = KernelStorage<kBN, kMaskSmem, kPersistent>;
   Storage& ss = *reinterpret_cast<Storage*>(smem_buf);
 
@@ -750,6 +817,19 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
   pv.initializing_warp = 1;
   PipelineK pipe_k(ss.pipe_k, pk, Shape<_1, _1, _1>{});
   PipelineV pipe_v(ss.pipe_v, pv, Shape<_1, _1, _1>{});
+  if constexpr (kSplit) {
+    // The CTA's tail items (kernel parameters only: before pdl_enter is fine), by a consumer thread before its
+    // register budget changes; visible to all after the __syncthreads below.
+    if (threadIdx.x == 128 && kp.split_tiles > 0) {
+      const int main_count = kp.split_main_count;
+      CUTE_UNROLL
+      for (int j = 0; j < kTailSplitItems; ++j) {
+        const attn_rules::TailItem t =
+            tail_split_item(kp, main_count + j, first_unit, unit_stride);
+        ss.tail_items[j] = make_int4(t.u, t.n_begin, t.n_end, t.slot);
+      }
+    }
+  }
   if (threadIdx.x == 64) {  // warp 2: the pipelines' init warps are 0 and 1 (3: the mask ring)
     cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.q_empty, 128 * C::kNumConsumerWarpgroups);
@@ -777,7 +857,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
   if (warp_group == 0) {
     // ---------------------------------------------------------------- producer
-    cutlass::arch::warpgroup_reg_dealloc<kMaskSmem ? C::kProducerRegsMaskSmem : C::kProducerRegs>();
+    cutlass::arch::warpgroup_reg_dealloc<kWideProducer ? C::kProducerRegsMaskSmem : C::kProducerRegs>();
     if (threadIdx.x == 0) {
       Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
       Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
@@ -785,10 +865,19 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       PipeState state = cutlass::make_producer_start_state<PipelineK>();
       int it = 0;
 #pragma unroll 1
-      for (int u = first_unit; u < units; u += unit_stride, ++it) {
+      for (int u = first_unit;; u += unit_stride, ++it) {
+        int n_first = 0, n_last = -1;  // key tiles [n_first, n_last) of unit u (-1: all)
+        if constexpr (kSplit) {
+          if (kp.split_tiles > 0) {  // item `it` of this CTA
+            const int4 wi = split_item(kp, ss.tail_items, it, first_unit, unit_stride);
+            u = wi.x, n_first = wi.y, n_last = wi.z;
+            if (u < 0) break;
+          }
+        }
+        if (u >= units) break;
         const WorkUnit w = work_unit(u, unit_heads(kp), m_blocks);
         const int head_kv = kp.pack_rows > 0 ? w.head : w.head / kp.group;
-        const int n_tiles = unit_key_tiles<kBN>(kp, w.m_block);
+        if (n_last < 0) n_last = unit_key_tiles<kBN>(kp, w.m_block);
         Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), TileQ{}, make_coord(w.m_block, 0));  // (128, 128)
         Tensor gK = local_tile(mK(_, _, head_kv, w.batch), typename KT::TileK{}, make_coord(_, 0));  // (kBN, 128, n)
         Tensor gV = local_tile(mV(_, _, head_kv, w.batch), typename KT::TileV{}, make_coord(0, _));  // (128, kBN, n)
@@ -801,7 +890,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         // goes out before its Q: those ring stages are free once the previous unit's last GEMMs read
         // them, and the Q tile once all of the previous unit's wgmma have completed (q_empty, arrived
         // before its epilogue, which stores O from registers), so both loads overlap that epilogue.
-        const TileWalker walk(kp, w.batch, w.m_block, n_tiles);
+        const TileWalker walk(kp, w.batch, w.m_block, n_last);
         bool q_issued = it == 0;
         auto load_q = [&]() {
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kp.q_tile_bytes);
@@ -818,8 +907,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
         };
         if (q_issued) load_q();
 #pragma unroll 1
-        for (int n = walk.next(0);; n = walk.next(n + 1)) {
-          if (n < n_tiles) {
+        for (int n = walk.next(n_first);; n = walk.next(n + 1)) {
+          if (n < n_last) {
             pipe_k.producer_acquire(state);
             copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state)), get<0>(tK)(_, n), get<1>(tK)(_, state.index()));
             pipe_v.producer_acquire(state);
@@ -831,7 +920,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
             load_q();
             q_issued = true;
           }
-          if (n >= n_tiles) break;
+          if (n >= n_last) break;
         }
         if constexpr (!kPersistent) break;  // one unit per CTA: no loop back edge at all
       }
@@ -893,7 +982,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     }
   } else {
     // ---------------------------------------------------------------- consumers
-    cutlass::arch::warpgroup_reg_alloc<kMaskSmem ? C::kConsumerRegsMaskSmem : C::kConsumerRegs>();
+    cutlass::arch::warpgroup_reg_alloc<kWideProducer ? C::kConsumerRegsMaskSmem : C::kConsumerRegs>();
     const int ct = threadIdx.x - 128;          // 0..255 across both consumer warpgroups
     const int consumer_wg = warp_group - 1;    // 0 or 1: rows [64*wg, 64*wg + 64) of the tile
 
@@ -909,7 +998,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
     int it = 0;
 #pragma unroll 1
-    for (int u = first_unit; u < units; u += unit_stride, ++it) {
+    for (int u = first_unit;; u += unit_stride, ++it) {
+    int n_first = 0, n_last = -1;  // as the producer's
+    if constexpr (kSplit) {
+      if (kp.split_tiles > 0) {
+        const int4 wi = split_item(kp, ss.tail_items, it, first_unit, unit_stride);
+        u = wi.x, n_first = wi.y, n_last = wi.z;
+        if (u < 0) break;
+      }
+    }
+    if (u >= units) break;
     const WorkUnit wu = work_unit(u, unit_heads(kp), m_blocks);
     const int m_block = wu.m_block, batch = wu.batch, head = wu.head;
     // Everything that depends only on the thread or on shared-memory addresses (wgmma descriptors:
@@ -948,6 +1046,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 
 
     const int n_tiles = unit_key_tiles<kBN>(kp, m_block);
+    if (n_last < 0) n_last = n_tiles;
+    // The Sk tail tile (the masked path) is this item's last tile, if the item reaches the unit's end: in terms of
+    // n_last only, so that n_tiles is not live in the loop beside it.
+    const bool tail_tile_last = tail && n_last == n_tiles;
     // First query position of the unit; the masked-path choice below and the causal bound use it.
     const int first_row = kMaskSmem ? m_block * C::kBlockM : m_block * unit_rows(kp);
     int row[2];  // query position of this thread's two rows
@@ -991,7 +1093,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     clear(tOrO);
 
     // The walker's summary loads overlap the Q load's latency.
-    const TileWalker walk(kp, batch, m_block, n_tiles);
+    const TileWalker walk(kp, batch, m_block, n_last);
 
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, it & 1);
 
@@ -1013,7 +1115,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     [&](int n) INLINE { \
       const int key0 = n * kBN;                                                                                   \
       const bool masked = (!kPlain && (kp.mask != nullptr || (kp.causal && key0 + kBN - 1 > first_row))) ||       \
-                          !kp.fold_scale || (tail && n == n_tiles - 1);                                           \
+                          !kp.fold_scale || (tail_tile_last && n == n_last - 1);                                           \
       if constexpr (kPlain) {                                                                                     \
         /* No mask, not causal: only the Sk tail (or scale <= 0) takes the masked path, without mask loads. */ \
         if (masked)                                                                                               \
@@ -1048,7 +1150,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
            keys and below the causal diagonal: the same arithmetic without the per-key checks, which cannot   \
            fire there. */                                                                                     \
         if constexpr (kLean) {                                                                                    \
-          if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail && n == n_tiles - 1) &&   \
+          if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail_tile_last && n == n_last - 1) &&   \
               !(kp.causal && key0 + kBN - 1 > first_row)) {                                                       \
             softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,     \
                                                           false);                                                 \
@@ -1071,7 +1173,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     if constexpr (!kPipelined) {
       // Plain loop: every step waits for its GEMM before going on.
       PipeState& st = st_k;
-      for (int n = walk.next(0); n < n_tiles; n = walk.next(n + 1)) {
+      for (int n = walk.next(n_first); n < n_last; n = walk.next(n + 1)) {
         pipe_k.consumer_wait(st);
         issue_qk(st.index());
         warpgroup_wait<0>();
@@ -1109,8 +1211,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // the first tile's S = Q K^T is issued before the loop, the last tile's P V after it. A loop that
       // issued P V under `if (!first)` made ptxas serialize the wgmma of every pipelined kernel (C7513,
       // tests/test_codegen.py; 20-48% slower on the long 007 shapes, H200 2026-12-01).
-      int n = walk.next(0);
-      if (n < n_tiles) {
+      int n = walk.next(n_first);
+      if (n < n_last) {
         if (consumer_wg == 1) cutlass::arch::NamedBarrier::arrive(256, kTurnBarrierBase + 0);
         pipe_k.consumer_wait(st_k);
         turn_wait();
@@ -1137,7 +1239,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
           convert_p();
           first = false;
           const int next = walk.next(n + 1);
-          if (next >= n_tiles) break;
+          if (next >= n_last) break;
           n = next;
           pipe_k.consumer_wait(st_k);
           pipe_v.consumer_wait(st_v);
@@ -1186,6 +1288,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       // the Q load's latency).
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
+      if constexpr (kSplit) {
+        // A piece of a split tail unit: its partial result, merged by tail_combine_kernel. The slot is read again
+        // here rather than kept live through the key loop.
+        const int slot = kp.split_tiles > 0 ? split_item(kp, ss.tail_items, it, first_unit, unit_stride).w : -1;
+        if (slot >= 0) {
+          store_partial(tOrO, tOcO, m, l, ct_u % 4, kp.split_o + int64_t(slot) * (C::kBlockM * C::kHeadDim),
+                        kp.split_ml + int64_t(slot) * (2 * C::kBlockM));
+          continue;
+        }
+      }
       if constexpr (kOStage) {
         // O through this kernel's own staging tile (this warpgroup's 64 rows), then 16-byte coalesced stores:
         // from registers, 32 four-byte stores per thread held their address registers until the LSU took them
@@ -1232,6 +1344,65 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 #endif  // sm_90a
 }
 
+// ----------------------------------------------------------------------------------------------
+// The tail split's combine kernel
+// ----------------------------------------------------------------------------------------------
+
+// Merges the pieces of every split tail unit (attn_rules::tail_split_plan; attention_kernel's store_partial):
+// per row, M = max_i m_i, w_i = exp2((m_i - M) log2e), O = sum_i w_i O_i / sum_i w_i l_i, bf16, to o as the
+// attention epilogue stores it. Block (t, y): tail unit t, rows 32y .. 32y + 31 (8 warps x 4 rows, a lane per 4
+// columns). A unit that one CTA ran whole was stored by that CTA: its block returns.
+struct TailCombineParams {
+  const float* split_o;
+  const float* split_ml;
+  Element* o;
+  int main_units, tiles, chunk, max_pieces;
+  int heads_q, m_blocks, seqlen_q;
+};
+constexpr int kCombineThreads = 256;
+constexpr int kCombineRows = 32;  // rows per block
+static_assert(kCombineThreads / 32 * 4 == kCombineRows && C::kHeadDim == 32 * 4 && C::kBlockM % kCombineRows == 0,
+              "tail_combine_kernel: 8 warps x 4 rows per block, 4 columns per lane");
+
+__global__ void __launch_bounds__(kCombineThreads) tail_combine_kernel(const TailCombineParams cp) {
+  pdl_enter();
+  const int t = blockIdx.x;
+  const int pieces = attn_rules::tail_last_cta(t, cp.tiles, cp.chunk) - attn_rules::tail_first_cta(t, cp.tiles, cp.chunk) + 1;
+  if (pieces < 2) return;
+  const WorkUnit w = work_unit(cp.main_units + t, cp.heads_q, cp.m_blocks);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t slot0 = int64_t(t) * cp.max_pieces;
+  const int64_t o_row_stride = int64_t(cp.heads_q) * C::kHeadDim;
+#pragma unroll 1
+  for (int k = 0; k < 4; ++k) {
+    const int r = blockIdx.y * kCombineRows + warp * 4 + k;
+    const int q_row = w.m_block * C::kBlockM + r;
+    if (q_row >= cp.seqlen_q) break;  // r grows with k
+    float mx = kNegInf;
+#pragma unroll 1
+    for (int i = 0; i < pieces; ++i) mx = fmaxf(mx, cp.split_ml[(slot0 + i) * (2 * C::kBlockM) + r]);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    float sum = 0.f;
+#pragma unroll 1
+    for (int i = 0; i < pieces; ++i) {
+      const float* ml = cp.split_ml + (slot0 + i) * (2 * C::kBlockM);
+      const float wgt = mx == kNegInf ? 0.f : exp2f((ml[r] - mx) * kLog2e);
+      sum += wgt * ml[C::kBlockM + r];
+      const float4 v =
+          *reinterpret_cast<const float4*>(cp.split_o + ((slot0 + i) * C::kBlockM + r) * C::kHeadDim + 4 * lane);
+      acc.x += wgt * v.x, acc.y += wgt * v.y, acc.z += wgt * v.z, acc.w += wgt * v.w;
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    Element* dst = cp.o + (int64_t(w.batch) * cp.seqlen_q + q_row) * o_row_stride + int64_t(w.head) * C::kHeadDim;
+    *reinterpret_cast<uint2*>(dst + 4 * lane) = packed;
+  }
+}
+
 // The K/V-resident kernel for short key sequences and its launcher.
 #include "attention/sm90_attention_resident.cuh"
 
@@ -1276,7 +1447,49 @@ inline SummaryLayout summary_layout(const AttentionParams& p, bool resident) {
   return s;
 }
 
-inline size_t workspace_bytes(const AttentionParams& p) { return summary_layout(p, resident_plan(p).use).total(); }
+// The tail split for p under the current switches (VLATTN_ATTN_TAIL_SPLIT; attn_rules::tail_split_plan): launches
+// without a mask and without the causal flag on the persistent grid, unpacked, at 128-key tiles (kTailSplitBuilt).
+// It retraces launch()'s decisions for such a launch (the resident plan, GQA packing, the persistent rule, the
+// key-tile width) so that workspace_bytes() sizes the partials launch() will write.
+inline attn_rules::TailSplit tail_split(const AttentionParams& p) {
+  const int mode = static_cast<int>(dev_switch(DevSwitch::kAttnTailSplit));
+  if (mode <= 0 || p.mask != nullptr || p.causal || dev_switch_on(DevSwitch::kAttnSimple)) return {};
+  if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1) return {};
+  if (resident_plan(p).use) return {};
+  const attn_rules::PackPlan plan = attn_rules::pack_plan(p, static_cast<int>(dev_switch(DevSwitch::kAttnPack)), false);
+  if (plan.packed) return {};
+  const int persistent = static_cast<int>(dev_switch(DevSwitch::kAttnPersistent));
+  if (!(persistent >= 2 || (persistent == 1 && persistent_pays(p, plan.units, false)))) return {};
+  if (attn_rules::block_n(p, static_cast<int>(dev_switch(DevSwitch::kAttnBn))) != C::kBlockN) return {};
+  const long long grid = std::min<long long>(plan.units, attn_rules::sm_count_or_h200(p));
+  return attn_rules::tail_split_plan(plan.units, grid, ceil_div(p.seqlen_k, int(C::kBlockN)), mode);
+}
+
+// Workspace: the mask summary's bytes, then (a split launch has no mask, so from 0) the split's partials, 16-byte
+// aligned: O slots [slots][128][128] fp32, then the row max / sum slots [slots][2][128] fp32.
+constexpr size_t kSplitSlotOFloats = size_t(C::kBlockM) * C::kHeadDim;
+constexpr size_t kSplitSlotMlFloats = 2 * size_t(C::kBlockM);
+inline size_t split_offset(size_t summary_bytes) { return (summary_bytes + 15) / 16 * 16; }
+inline size_t split_bytes(const attn_rules::TailSplit& s) {
+  return s.use ? size_t(s.slots()) * (kSplitSlotOFloats + kSplitSlotMlFloats) * sizeof(float) : 0;
+}
+
+inline size_t workspace_bytes(const AttentionParams& p) {
+  const size_t summary = summary_layout(p, resident_plan(p).use).total();
+  const size_t split = split_bytes(tail_split(p));
+  return split > 0 ? split_offset(summary) + split : summary;
+}
+
+// The combine kernel after a split launch (PDL: its blocks wait for the attention grid; the O projection after
+// it waits for it in turn).
+inline AttentionStatus launch_tail_combine(const KernelArgs& kp, const attn_rules::TailSplit& s, const AttentionParams& p) {
+  const TailCombineParams cp{kp.split_o,  kp.split_ml, kp.o,      s.main_units, s.tiles,
+                             s.chunk,     s.max_pieces, p.heads_q, ceil_div(p.seqlen_q, int(C::kBlockM)), p.seqlen_q};
+  return launch_pdl(tail_combine_kernel, dim3(s.tail_units, C::kBlockM / kCombineRows), dim3(kCombineThreads), 0,
+                    p.stream, 0, cp) == cudaSuccess
+             ? AttentionStatus::kSuccess
+             : AttentionStatus::kLaunchFailed;
+}
 
 // One kernel instantiation: its shared-memory opt-in is per device context and per kernel, set once
 // (launch/smem_attr.h: a flag per instantiation, as kernels of one signature must not share it,
@@ -1454,6 +1667,31 @@ inline AttentionStatus launch(const AttentionParams& p) {
   // The plain diagnosis loop is 128 only.
   const int bn_mode = static_cast<int>(dev_switch(DevSwitch::kAttnBn));
   const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
+  // The last wave's key split (VLATTN_ATTN_TAIL_SPLIT; tail_split): the kernel writes the cut units' pieces to the
+  // workspace after the summary's bytes, and the combine kernel merges them after it.
+  attn_rules::TailSplit split;
+  if (use_persistent && !packed && p.mask == nullptr && !p.causal && block_n == C::kBlockN) {
+    split = tail_split(p);
+    if (split.use) {
+      const size_t offset = split_offset(sl.total());
+      if (split.grid != int(grid.x) || split.main_units % split.grid != 0) return AttentionStatus::kInvalidArgument;
+      if (p.workspace == nullptr || p.workspace_bytes < offset + split_bytes(split))
+        return AttentionStatus::kWorkspaceTooSmall;
+      auto* base = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + offset);
+      if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return AttentionStatus::kInvalidArgument;
+      kp.split_main_units = split.main_units;
+      kp.split_main_count = split.main_count();
+      kp.split_tiles = split.tiles;
+      kp.split_total = split.total;
+      kp.split_chunk = split.chunk;
+      kp.split_max_pieces = split.max_pieces;
+      kp.split_o = base;
+      kp.split_ml = base + size_t(split.slots()) * kSplitSlotOFloats;
+    }
+  }
+  auto then_combine = [&](AttentionStatus st) {
+    return st != AttentionStatus::kSuccess || !split.use ? st : launch_tail_combine(kp, split, p);
+  };
   if (simple_loop)
     return stage_mask ? launch_kernel<128, false, true, false, true>(kp, grid, p)
                       : launch_kernel<128, false, false>(kp, grid, p);
@@ -1470,7 +1708,7 @@ inline AttentionStatus launch(const AttentionParams& p) {
   if (use_persistent)
     return stage_mask ? launch_kernel<128, true, true, true, true>(kp, grid, p)
            : p.mask != nullptr ? launch_kernel<128, true, false, true, true>(kp, grid, p)
-                               : launch_kernel<128, true, false, true>(kp, grid, p);
+                               : then_combine(launch_kernel<128, true, false, true>(kp, grid, p));
   if (stage_mask)
     return lean_staged ? launch_kernel<128, true, true, false, true>(kp, grid, p)
                        : launch_kernel<128, true, true, false, false>(kp, grid, p);

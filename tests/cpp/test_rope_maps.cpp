@@ -259,6 +259,56 @@ bool attention_resident_rule(std::string& err) {
   return true;
 }
 
+// The last wave's key split: the plan for 034's long launches and the short ones, and for many shapes that the
+// CTAs' items (the kernel's own enumeration) cover every tile of every unit exactly once, the main units whole, each
+// piece of a cut unit in its own slot below slots(), no CTA over ceil(total / grid) tail tiles.
+bool attention_tail_split_rule(std::string& err) {
+  using attn_rules::tail_split_plan;
+  const attn_rules::TailSplit lq8192 = tail_split_plan(2048, 132, 98, 1);  // 034 Lq 8192: 32 x 64 units, Lk 12544
+  EXPECT(lq8192.use && lq8192.main_units == 1980 && lq8192.tail_units == 68 && lq8192.total == 6664 &&
+         lq8192.saved_tiles == 47 && lq8192.max_pieces == 3);
+  const attn_rules::TailSplit lq4096 = tail_split_plan(1024, 132, 49, 1);  // 034 Lq 4096, Lk 6272
+  EXPECT(lq4096.use && lq4096.tail_units == 100 && lq4096.saved_tiles == 11);
+  EXPECT(!tail_split_plan(2048, 132, 5, 1).use);   // 034 B16 Lq512 (Lk 784 at 160 keys): 2 tiles saved
+  EXPECT(tail_split_plan(2048, 132, 5, 2).use);    // forced
+  EXPECT(!tail_split_plan(2048, 132, 98, 0).use);  // mode 0
+  EXPECT(!tail_split_plan(132, 132, 98, 2).use);   // one full wave: no tail
+  EXPECT(!tail_split_plan(264, 132, 98, 2).use);   // two full waves
+  EXPECT(!tail_split_plan(100, 100, 98, 2).use);   // grid = units
+  EXPECT(!tail_split_plan(2048, 132, 1, 2).use);   // one key tile: nothing to cut
+  EXPECT(!tail_split_plan(263, 132, 98, 2).use);   // 131 tail units on 132 CTAs: no CTA saves a tile
+  for (int grid : {3, 7, 132})
+    for (long long units : {grid + 1LL, 2LL * grid + 1, 5LL * grid - 1, 2048LL})
+      for (int tiles : {2, 3, 5, 7, 49, 98, 99, 1000}) {
+        const attn_rules::TailSplit s = tail_split_plan(units, grid, tiles, 2);
+        if (!s.use) continue;
+        std::vector<int> seen(size_t(units) * tiles, 0), slot_used(size_t(s.slots()), 0);
+        const int cap = (s.total + grid - 1) / grid;
+        EXPECT(s.chunk == cap && s.chunk <= s.tiles);
+        for (int cta = 0; cta < grid; ++cta) {
+          int tail_tiles = 0;
+          for (int i = 0;; ++i) {
+            const attn_rules::TailItem it = attn_rules::tail_split_item(s.main_units, s.tiles, s.total, s.chunk,
+                                                                        s.max_pieces, i, cta, grid);
+            if (i >= s.main_count()) EXPECT(i - s.main_count() < 2 || it.u < 0);  // the kernel keeps two tail items
+            if (it.u < 0 || it.u >= units) break;
+            const int nb = it.n_begin, ne = it.n_end < 0 ? tiles : it.n_end;
+            EXPECT(0 <= nb && nb < ne && ne <= tiles);
+            if (it.u < s.main_units) EXPECT(it.u % grid == cta && nb == 0 && ne == tiles && it.slot < 0);
+            else tail_tiles += ne - nb;
+            EXPECT((it.slot < 0) == (nb == 0 && ne == tiles));
+            if (it.slot >= 0) {
+              EXPECT(it.slot < s.slots() && it.slot / s.max_pieces == it.u - s.main_units && slot_used[it.slot]++ == 0);
+            }
+            for (int n = nb; n < ne; ++n) ++seen[size_t(it.u) * tiles + n];
+          }
+          EXPECT(tail_tiles <= cap);
+        }
+        for (int c : seen) EXPECT(c == 1);
+      }
+  return true;
+}
+
 // Key-tile width: 144 / 160 / 176 only without a mask and without the causal flag; below 4096 keys the
 // width of least 88 x steps + padded keys (mode 0), or the older 128-or-176 rule (mode 1: 176 where it pads
 // to at most 1.2x the keys of 128); VLATTN_ATTN_BN's forced widths never override the mask / causal
@@ -542,6 +592,7 @@ const Case kCases[] = {
     {"attention_lean_staged_rule", attention_lean_staged_rule},
     {"attention_block_n_rule", attention_block_n_rule},
     {"attention_resident_rule", attention_resident_rule},
+    {"attention_tail_split_rule", attention_tail_split_rule},
     {"qkv_auto_rule", qkv_auto_rule},
     {"rope_pass_runs", rope_pass_runs},
     {"mask_kinds_entries", mask_kinds_entries},
