@@ -97,11 +97,13 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
 // = ceil(total / G): at most chunk tiles where a CTA used to run `tiles` (chunk <= tiles, so a CTA's range meets
 // at most two units). A unit cut between CTAs has each piece write its unnormalized O and its rows' max and sum
 // to a slot of the workspace (tail unit t, piece i: slot t x max_pieces + i), and a combine kernel merges them.
-// mode (VLATTN_ATTN_TAIL_SPLIT): 0 never; 1 (default) where a CTA saves at least kTailSplitMinTiles key tiles
-// (the combine kernel and the partials' traffic cost a few tiles' time); 2 whenever some unit is cut and a CTA
-// saves at least one tile. The kernel's range arithmetic is 32-bit: the plan gives up where total + chunk or
+// mode (VLATTN_ATTN_TAIL_SPLIT): 0 never; 1 (default) where a CTA saves at least kTailSplitMinTiles key tiles; 2
+// whenever some unit is cut and a CTA saves at least one tile. Measured on the H200 (ncu, clocks at base, attention
+// kernel + combine kernel, bench/NOTES.md forty-first session): Lq 8192 (98 -> 51 tiles per CTA) 3.12 -> 3.07 + 0.012
+// ms; Lq 4096 (49 -> 38) 795 -> 797 + 12 µs, a loss: the pieces' own costs (a second Q load and pipeline fill per
+// CTA, fp32 partial stores) and the combine kernel eat about a dozen tiles' worth. The kernel's range arithmetic is 32-bit: the plan gives up where total + chunk or
 // tail_units x max_pieces reach 2^31.
-constexpr int kTailSplitMinTiles = 8;
+constexpr int kTailSplitMinTiles = 24;
 struct TailSplit {
   bool use = false;
   int grid = 0;

@@ -267,8 +267,9 @@ bool attention_tail_split_rule(std::string& err) {
   const attn_rules::TailSplit lq8192 = tail_split_plan(2048, 132, 98, 1);  // 034 Lq 8192: 32 x 64 units, Lk 12544
   EXPECT(lq8192.use && lq8192.main_units == 1980 && lq8192.tail_units == 68 && lq8192.total == 6664 &&
          lq8192.saved_tiles == 47 && lq8192.max_pieces == 3);
-  const attn_rules::TailSplit lq4096 = tail_split_plan(1024, 132, 49, 1);  // 034 Lq 4096, Lk 6272
-  EXPECT(lq4096.use && lq4096.tail_units == 100 && lq4096.saved_tiles == 11);
+  const attn_rules::TailSplit lq4096 = tail_split_plan(1024, 132, 49, 1);  // 034 Lq 4096, Lk 6272: measured a loss
+  EXPECT(!lq4096.use && lq4096.tail_units == 100 && lq4096.saved_tiles == 11 && tail_split_plan(1024, 132, 49, 2).use);
+  EXPECT(tail_split_plan(160, 132, 33, 1).use);  // 28 tail units of 33 tiles: 26 saved
   EXPECT(!tail_split_plan(2048, 132, 5, 1).use);   // 034 B16 Lq512 (Lk 784 at 160 keys): 2 tiles saved
   EXPECT(tail_split_plan(2048, 132, 5, 2).use);    // forced
   EXPECT(!tail_split_plan(2048, 132, 98, 0).use);  // mode 0
