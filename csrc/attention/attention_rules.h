@@ -101,8 +101,8 @@ inline bool persistent_pays(const AttentionParams& p, long long units, bool stag
 // whenever some unit is cut and a CTA saves at least one tile. Measured on the H200 (ncu, clocks at base, attention
 // kernel + combine kernel, bench/NOTES.md forty-first session): Lq 8192 (98 -> 51 tiles per CTA) 3.12 -> 3.07 + 0.012
 // ms; Lq 4096 (49 -> 38) 795 -> 797 + 12 µs, a loss: the pieces' own costs (a second Q load and pipeline fill per
-// CTA, fp32 partial stores) and the combine kernel eat about a dozen tiles' worth. The kernel's range arithmetic is 32-bit: the plan gives up where total + chunk or
-// tail_units x max_pieces reach 2^31.
+// CTA, fp32 partial stores) and the combine kernel eat about a dozen tiles' worth. The kernel's range arithmetic is
+// 32-bit: the plan gives up where total + chunk or tail_units x max_pieces reach 2^31.
 constexpr int kTailSplitMinTiles = 24;
 struct TailSplit {
   bool use = false;

@@ -320,9 +320,9 @@ struct KernelArgs {
   // kv_resident_kernel only (sm90_attention_resident.cuh): query heads per CTA and CTAs per (batch, KV head).
   int resident_heads = 0;
   int resident_chunks = 0;
-  // Key split of the last wave (attn_rules::TailSplit; split_tiles = 0: off). Only the persistent kernels built
-  // without a mask ring and without kLean (kTailSplitBuilt) read these; the launcher sets them only for launches
-  // without a mask and without the causal flag, on a grid of exactly the plan's CTAs, without GQA packing.
+  // Key split of the last wave (attn_rules::TailSplit; split_tiles = 0: off). Only the build kTailSplitBuilt names
+  // (persistent, 128-key, no mask ring, no kLean) reads these; the launcher sets them only for launches without a mask
+  // and without the causal flag, on a grid of exactly the plan's CTAs, without GQA packing.
   int split_main_units = 0;   // units run whole, round robin: a multiple of the grid
   int split_main_count = 0;   // split_main_units / grid
   int split_tiles = 0;        // key tiles per unit
@@ -824,8 +824,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
       const int main_count = kp.split_main_count;
       CUTE_UNROLL
       for (int j = 0; j < kTailSplitItems; ++j) {
-        const attn_rules::TailItem t =
-            tail_split_item(kp, main_count + j, first_unit, unit_stride);
+        const attn_rules::TailItem t = tail_split_item(kp, main_count + j, first_unit, unit_stride);
         ss.tail_items[j] = make_int4(t.u, t.n_begin, t.n_end, t.slot);
       }
     }
@@ -1115,7 +1114,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
     [&](int n) INLINE { \
       const int key0 = n * kBN;                                                                                   \
       const bool masked = (!kPlain && (kp.mask != nullptr || (kp.causal && key0 + kBN - 1 > first_row))) ||       \
-                          !kp.fold_scale || (tail_tile_last && n == n_last - 1);                                           \
+                          !kp.fold_scale || (tail_tile_last && n == n_last - 1);                                  \
       if constexpr (kPlain) {                                                                                     \
         /* No mask, not causal: only the Sk tail (or scale <= 0) takes the masked path, without mask loads. */ \
         if (masked)                                                                                               \
@@ -1150,8 +1149,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
            keys and below the causal diagonal: the same arithmetic without the per-key checks, which cannot   \
            fire there. */                                                                                     \
         if constexpr (kLean) {                                                                                    \
-          if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) && !(tail_tile_last && n == n_last - 1) &&   \
-              !(kp.causal && key0 + kBN - 1 > first_row)) {                                                       \
+          if (kp.lean_zero && (kMaskSmem || !load_mask || kp.mask == nullptr) &&                                  \
+              !(tail_tile_last && n == n_last - 1) && !(kp.causal && key0 + kBN - 1 > first_row)) {               \
             softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,     \
                                                           false);                                                 \
             return;                                                                                               \
@@ -1351,7 +1350,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) attention_kernel(CUTE_GRID_CON
 // Merges the pieces of every split tail unit (attn_rules::tail_split_plan; attention_kernel's store_partial):
 // per row, M = max_i m_i, w_i = exp2((m_i - M) log2e), O = sum_i w_i O_i / sum_i w_i l_i, bf16, to o as the
 // attention epilogue stores it. Block (t, y): tail unit t, rows 32y .. 32y + 31 (8 warps x 4 rows, a lane per 4
-// columns). A unit that one CTA ran whole was stored by that CTA: its block returns.
+// columns). A unit that one CTA ran whole (none while chunk < tiles, which the plan's use implies) was stored by that
+// CTA: its block returns.
 struct TailCombineParams {
   const float* split_o;
   const float* split_ml;
@@ -1367,7 +1367,8 @@ static_assert(kCombineThreads / 32 * 4 == kCombineRows && C::kHeadDim == 32 * 4 
 __global__ void __launch_bounds__(kCombineThreads) tail_combine_kernel(const TailCombineParams cp) {
   pdl_enter();
   const int t = blockIdx.x;
-  const int pieces = attn_rules::tail_last_cta(t, cp.tiles, cp.chunk) - attn_rules::tail_first_cta(t, cp.tiles, cp.chunk) + 1;
+  const int pieces =
+      attn_rules::tail_last_cta(t, cp.tiles, cp.chunk) - attn_rules::tail_first_cta(t, cp.tiles, cp.chunk) + 1;
   if (pieces < 2) return;
   const WorkUnit w = work_unit(cp.main_units + t, cp.heads_q, cp.m_blocks);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -1482,7 +1483,8 @@ inline size_t workspace_bytes(const AttentionParams& p) {
 
 // The combine kernel after a split launch (PDL: its blocks wait for the attention grid; the O projection after
 // it waits for it in turn).
-inline AttentionStatus launch_tail_combine(const KernelArgs& kp, const attn_rules::TailSplit& s, const AttentionParams& p) {
+inline AttentionStatus launch_tail_combine(const KernelArgs& kp, const attn_rules::TailSplit& s,
+                                           const AttentionParams& p) {
   const TailCombineParams cp{kp.split_o,  kp.split_ml, kp.o,      s.main_units, s.tiles,
                              s.chunk,     s.max_pieces, p.heads_q, ceil_div(p.seqlen_q, int(C::kBlockM)), p.seqlen_q};
   return launch_pdl(tail_combine_kernel, dim3(s.tail_units, C::kBlockM / kCombineRows), dim3(kCombineThreads), 0,
