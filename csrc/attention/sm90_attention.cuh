@@ -161,7 +161,9 @@ using PipelineM = cutlass::PipelineAsync<kMaskStages>;
 using PipeStateM = typename PipelineM::PipelineState;
 constexpr int kMaskCopyWarps = 3;  // producer warpgroup warps 1..3 (warp 0 issues the TMA loads)
 
-constexpr int kTailSplitItemsStorage = 2;  // = kTailSplitItems (static_asserted below)
+// A persistent CTA's items in the tail of a split launch, at most: its range of the tail (chunk <= tiles,
+// attn_rules::tail_split_plan) meets at most two units.
+constexpr int kTailSplitItems = 2;
 
 template <int kBN>
 struct SharedStorageBase {
@@ -175,7 +177,7 @@ struct SharedStorageBase {
   alignas(8) uint64_t q_empty;  // the consumers' wgmma are done with the Q tile of a unit (persistent)
   // The CTA's items in the tail of a split launch (kTailSplitItems; attn_rules::TailItem as {u, n_begin, n_end,
   // slot}), written once at the kernel's start: the TMA thread, in 24 registers, spilled when it derived them.
-  int4 tail_items[kTailSplitItemsStorage];
+  int4 tail_items[kTailSplitItems];
 };
 
 template <int kBN, bool kMaskSmem, bool kOStage = false>
@@ -368,12 +370,9 @@ CUTLASS_DEVICE attn_rules::TailItem tail_split_item(const KernelArgs& kp, int i,
   return attn_rules::tail_split_item(kp.split_main_units, kp.split_tiles, kp.split_total, kp.split_chunk,
                                      kp.split_max_pieces, i, cta, grid);
 }
-// A CTA's range of the tail (chunk <= tiles) meets at most two units.
-constexpr int kTailSplitItems = 2;
-static_assert(kTailSplitItems == kTailSplitItemsStorage, "SharedStorageBase::tail_items holds a CTA's tail items");
 // Item `it` of this CTA as {u, n_begin, n_end, slot}: the round robin's units, then the tail items the kernel wrote
 // to shared memory at its start.
-CUTLASS_DEVICE int4 split_item(const KernelArgs& kp, const int4 (&tail_items)[kTailSplitItemsStorage], int it, int cta,
+CUTLASS_DEVICE int4 split_item(const KernelArgs& kp, const int4 (&tail_items)[kTailSplitItems], int it, int cta,
                                int grid) {
   if (it < kp.split_main_count) return make_int4(cta + it * grid, 0, -1, -1);
   const int j = it - kp.split_main_count;
