@@ -15,9 +15,13 @@ HEADER = re.compile(r"^  (\S.*?)\s+\((\d+), (\d+), (\d+)\)x\((\d+), 1, 1\)")
 CUTE_SHAPE = re.compile(r"cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)>")
 
 
+EPILOGUES = {"RopeStoreEpilogue": " rope-epi", "RopeDrainEpilogue": " rope-drain"}  # our CUTLASS epilogues
+
+
 def kernel_name(raw: str) -> str:
     if "GemmUniversal" in raw or "cutlass" in raw:
-        return "cutlass " + " ".join("x".join(t) for t in CUTE_SHAPE.findall(raw)[:2])
+        tag = "".join(t for key, t in EPILOGUES.items() if key in raw)
+        return "cutlass " + " ".join("x".join(t) for t in CUTE_SHAPE.findall(raw)[:2]) + tag
     return re.sub(r"\(.*", "", raw)[:70]
 
 
