@@ -4,8 +4,8 @@ workload shapes, cold L2, median of --iters with the bench's CudaTimer.
     python3 bench/probe_attn_shapes.py --workloads 007:1,007:7 --switch VLATTN_ATTN_PERSISTENT=1,2
 
 With --switch (a development switch, vlattn.dev) every value is timed in the same process, in the bench's
-interleaved rounds (measure_runners_in_rounds: a block of calls per value, the order reversed every other
-round), so both arms see the same clocks; without it the switches stay as the environment set them (bench/ab_env.sh for separate processes).
+interleaved rounds (measure_runners_in_rounds: a block of calls per value, a seeded order per round that
+never runs a value twice in a row), so both arms see the same clocks; without it the switches stay as the environment set them (bench/ab_env.sh for separate processes).
 With --v-layouts head,token the columns are v's layouts instead (same values): head-major [B, Hkv, S, 128]
 contiguous, or the token-major view the layers hand the attention (VLATTN_QKV_V_TOKEN_MAJOR), to see
 what the strided v costs the attention alone.
@@ -61,7 +61,7 @@ def main() -> None:
         else:
             inner = runner(v)
             impls = [inner] if name is None else [B.switched_impl(inner, name, val) for val in values]
-        # The bench's interleaved rounds (order reversed every other round), one column per value.
+        # The bench's interleaved rounds (measure_runners_in_rounds), one column per value.
         entries = [((lambda impl=impl: impl.build(None)), None, contextlib.nullcontext) for impl in impls]
         recs = B.measure_runners_in_rounds(entries, timer, opts)
         cells = []

@@ -3,6 +3,7 @@ helpers (statistics, summary math, selection, GEMM dedupe and check) on syntheti
 
 import json
 import math
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -66,6 +67,17 @@ def test_quick_lowers_iterations_unless_given():
     assert bench.parse_args([]).iters == 30
     with pytest.raises(SystemExit):
         bench.parse_args(["--baselines", "reference,nope"])
+
+
+def test_rounds_default_to_blocks_of_three():
+    """30 timed calls in 10 interleaved rounds of 3, 5 warm-up calls before a column's first block and 1 before
+    each later one (the per-round ratios of 3 rounds of 10 moved by 10-25% on the large layers: bench/NOTES.md
+    forty-second session)."""
+    args = bench.parse_args([])
+    assert (args.rounds, args.warmup, args.round_warmup) == (10, 5, 1)
+    assert bench.round_sizes(args.iters, args.rounds) == [3] * 10
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--round-warmup", "-1"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,11 +265,13 @@ def test_round_sizes_split_the_timed_calls_evenly():
     assert bench.round_sizes(7, 1) == [7]
 
 
-@pytest.mark.parametrize("rounds", [3, 1])
-def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds):
-    """rounds=3: every impl built and checked once, then timed round by round with the order reversed
-    every other round. rounds=1: each impl built, checked and timed in one block before the next. Either
-    way an impl that fails to build is recorded and left out, and a failed check is still timed."""
+@pytest.mark.parametrize("rounds,round_warmup", [(3, None), (3, 0), (1, None)])
+def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds, round_warmup):
+    """rounds=3: every impl built and checked once, then timed round by round, the first round in the given
+    order and the later ones in next_round_order's (seeded shuffles, never an impl's block right after its
+    own), --warmup calls before the first round's blocks and --round-warmup (default: the same) before the
+    later ones. rounds=1: each impl built, checked and timed in one block before the next. Either way an impl
+    that fails to build is recorded and left out, and a failed check is still timed."""
     (w,) = bench.select_workloads(workloads.load(), "007[B=1,S=128]")
     ref = torch.zeros(2)
     builds, blocks, owner = [], [], {}
@@ -282,14 +296,21 @@ def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds):
     monkeypatch.setattr(bench, "release_memory", lambda device: None)
     monkeypatch.setattr(bench.workloads, "make_inputs", lambda w, device, seed=None: {})
     monkeypatch.setattr(bench, "exact_reference", lambda case: (ref, None))
-    opts = bench.Options(iters=5, warmup=1, check=True, seed=0, rounds=rounds)
+    opts = bench.Options(iters=5, warmup=1, check=True, seed=0, rounds=rounds, round_warmup=round_warmup)
     recs, notes = bench.bench_workload(w, impls, torch.device("cpu"), timer, opts)
     assert builds == ["a", "b", "broken", "c"]  # each built once
     by = {r["impl"]: r for r in recs}
     if rounds == 3:
-        assert blocks == [("a", 2, 1), ("b", 2, 1), ("c", 2, 1), ("c", 2, 1), ("b", 2, 1), ("a", 2, 1),
-                          ("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
-        assert by["a"]["us_min"] == 1.0 and by["a"]["us_median"] == 6.0  # blocks 1, 6, 7: samples 1,1,6,6,7
+        later = 1 if round_warmup is None else round_warmup
+        assert blocks[:3] == [("a", 2, 1), ("b", 2, 1), ("c", 2, 1)]
+        rng = random.Random(0)  # the run's seed drives the later rounds' order
+        order2 = bench.next_round_order([0, 1, 3], 3, rng, first=False)
+        order3 = bench.next_round_order([0, 1, 3], order2[-1], rng, first=False)
+        name = {0: "a", 1: "b", 3: "c"}
+        assert blocks[3:] == [(name[i], 2, later) for i in order2] + [(name[i], 1, later) for i in order3]
+        assert all(x[0] != y[0] for x, y in zip(blocks, blocks[1:])), f"an impl ran twice in a row: {blocks}"
+        samples = sorted(k + 1.0 for k, blk in enumerate(blocks) if blk[0] == "a" for _ in range(blk[1]))
+        assert by["a"]["us_min"] == samples[0] and by["a"]["us_median"] == samples[2]
     else:
         assert blocks == [("a", 5, 1), ("b", 5, 1), ("c", 5, 1)]
         assert by["c"]["us_median"] == 3.0
@@ -297,6 +318,21 @@ def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds):
     assert by["b"]["check"] == {"ok": False} and by["b"]["status"] == "measured"
     assert [by[k]["iters"] for k in "abc"] == [5, 5, 5]
     assert by["a"]["pct_sol"] > 0 and by["a"]["tflops"] > 0
+
+
+def test_round_order_never_doubles_a_block():
+    """next_round_order: the given order in the first round; afterwards a seeded shuffle of the live entries
+    that does not start with the entry that ended the round before, for 2 to 7 entries over many rounds."""
+    for n in range(1, 8):
+        rng, last, seq = random.Random(n), None, []
+        for r in range(40):
+            order = bench.next_round_order(list(range(n)), last, rng, first=r == 0)
+            assert sorted(order) == list(range(n))
+            if r == 0:
+                assert order == list(range(n))
+            seq += order
+            last = order[-1]
+        assert n == 1 or all(x != y for x, y in zip(seq, seq[1:]))
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ Four modes (``all`` runs them in this order):
 Timing follows STYLE.md and METHOD.md: L2 is made cold before every call by writing a scratch
 buffer twice the device's L2, CUDA events bracket the call alone, nothing is allocated by the
 harness inside the timed region, and the median of many calls is reported (min, p20, p80 kept). In
-every mode the columns of a workload (or GEMM shape) are timed in interleaved rounds (``--rounds``, order
-reversed every other round), so that a slow stretch of the machine falls on every column alike.
+every mode the columns of a workload (or GEMM shape) are timed in interleaved rounds (``--rounds``, each
+round in a seeded order that never runs a column twice in a row), so that a slow stretch of the machine
+falls on every column alike.
 
 Without a CUDA device the bench runs the CPU reference on one small workload, says why it did no
 more, and exits 0; ``--device cpu`` instead drives the whole pipeline on the CPU as a smoke test
@@ -746,6 +747,7 @@ class Options:
     check: bool
     seed: int
     rounds: int = 1  # the timed calls of a workload's columns split over this many interleaved rounds
+    round_warmup: Optional[int] = None  # untimed calls before each round's block after the first (None: warmup)
 
 
 def round_sizes(iters: int, rounds: int) -> list[int]:
@@ -823,15 +825,32 @@ def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
         return None, f"reference output failed ({_error_text(exc)}); outputs unchecked"
 
 
+def next_round_order(live: list[int], previous_last: Optional[int], rng: random.Random, first: bool) -> list[int]:
+    """The order of one round over the live entries: as given in the first round, then a shuffle (``rng``,
+    seeded from the run's seed: reproducible), rotated if it would start with the entry that ended the round
+    before. So no entry's block follows its own: under the old order (reversed every other round) the first
+    and last columns ran two blocks back to back at every other boundary, and on the H200 the first column
+    (ours) read 10-25% slower in the round after such a double block than in the others (sustained load,
+    lower clocks; bench/NOTES.md forty-second session)."""
+    order = list(live)
+    if not first:
+        rng.shuffle(order)
+    if len(order) > 1 and order[0] == previous_last:
+        order = order[1:] + order[:1]
+    return order
+
+
 def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> list[dict]:
-    """Several implementations of one workload, interleaved: every entry (build,
-    check, context) is built and checked first, then the timed calls are split over ``opts.rounds``
-    rounds whose order reverses every other round (A B C, C B A, ...), with ``opts.warmup`` untimed calls
-    before each round's block and ``context`` held around each of the entry's build, check and blocks.
-    Statistics are over all of an entry's timed calls. A slow stretch of the machine (on the H200 hosts,
-    host-side episodes that put 30-60 us before a call's first kernel for seconds at a time; bench/NOTES.md,
-    twenty-third session) then lands on a share of every entry's calls instead of all of one entry's. The
-    caller releases memory afterwards: all runners are alive together until then."""
+    """Several implementations of one workload, interleaved: every entry (build, check, context) is built and
+    checked first, then the timed calls are split over ``opts.rounds`` rounds, each running every entry's block
+    once in the order next_round_order gives (the given order first, then seeded shuffles that never put an
+    entry's block right after its own), with ``opts.warmup`` untimed calls before the first round's block and
+    ``opts.round_warmup`` (default: the same) before each later one, and ``context`` held around each of the
+    entry's build, check and blocks. Statistics are over all of an entry's timed calls. A slow stretch of the
+    machine (on the H200 hosts, host-side episodes that put 30-60 us before a call's first kernel for seconds at
+    a time, bench/NOTES.md twenty-third session; clocks that drop under sustained load, forty-second session)
+    then lands on a share of every entry's calls instead of all of one entry's. The caller releases memory
+    afterwards: all runners are alive together until then."""
     recs: list[dict] = []
     runners: list[Optional[Runner]] = []
     for build, check, context in entries:
@@ -845,14 +864,16 @@ def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> lis
         recs.append(rec)
         runners.append(runner)
     times: list[list[float]] = [[] for _ in entries]
+    later_warmup = opts.warmup if opts.round_warmup is None else opts.round_warmup
+    rng = random.Random(opts.seed)
+    last: Optional[int] = None
     for r, n in enumerate(round_sizes(opts.iters, opts.rounds)):
-        order = range(len(entries)) if r % 2 == 0 else range(len(entries) - 1, -1, -1)
-        for i in order:
-            if runners[i] is None:
-                continue
+        live = [i for i, runner in enumerate(runners) if runner is not None]
+        for i in next_round_order(live, last, rng, first=r == 0):
             try:
                 with entries[i][2]():
-                    times[i] += timer(runners[i].step, n, opts.warmup)
+                    times[i] += timer(runners[i].step, n, opts.warmup if r == 0 else later_warmup)
+                last = i
             except Exception as exc:
                 record_failure(recs[i], exc)
                 runners[i] = None
@@ -2028,10 +2049,14 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                         "column's host queued ahead (as --gemm-timer ahead)")
     p.add_argument("--iters", type=int, default=None, help="timed calls per impl (default 30, --quick 10)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 5, --quick 2)")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=int, default=10,
                    help="split each column's timed calls (per workload or GEMM shape) over this many rounds, "
-                        "the columns interleaved (order reversed every other round); 1: each column timed in "
-                        "one block (default 3)")
+                        "the columns interleaved (a seeded order per round, never a column twice in a row); "
+                        "1: each column timed in one block (default 10: the H200's speed drifts within a block "
+                        "of 10 calls, bench/NOTES.md forty-second session)")
+    p.add_argument("--round-warmup", type=int, default=1,
+                   help="untimed calls before each round's block after the first (which takes --warmup; "
+                        "default 1)")
     p.add_argument("--quick", action="store_true", help="fewer iterations")
     p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh one, recorded)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
@@ -2053,8 +2078,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         p.error(f"unknown backend or baseline: {', '.join(bad)}")
     args.iters = args.iters if args.iters is not None else (10 if args.quick else 30)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
-    if args.iters < 1 or args.warmup < 0 or args.rounds < 1:
-        p.error("--iters and --rounds must be >= 1 and --warmup >= 0")
+    if args.iters < 1 or args.warmup < 0 or args.rounds < 1 or args.round_warmup < 0:
+        p.error("--iters and --rounds must be >= 1, --warmup and --round-warmup >= 0")
     if args.switch is not None:
         try:
             name, _ = parse_switch(args.switch)
@@ -2086,7 +2111,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     chosen.sort(key=lambda w: w.sort_key)  # per problem, ascending T_SOL (ANCHORS.md's order)
     opts = Options(iters=args.iters, warmup=args.warmup, check=not args.no_check, seed=args.seed,
-                   rounds=args.rounds)
+                   rounds=args.rounds, round_warmup=args.round_warmup)
     has_cuda = torch.cuda.is_available()
     if args.device == "cuda" and not has_cuda:
         print("--device cuda: no CUDA device is visible", file=sys.stderr, flush=True)

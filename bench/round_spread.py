@@ -1,0 +1,61 @@
+"""How much one layers run's × best PyTorch moves between its interleaved rounds.
+
+    PYTHONPATH=python python3 bench/round_spread.py bench/runs/<run>_layers.json [--rounds N] [--below 1.35]
+        [--impl vlattn:native]
+
+The bench times each column's calls in --rounds interleaved blocks (``us_all`` keeps them in order, block after
+block, of the sizes vlattn.bench.round_sizes gives). For every workload this prints the run's × best
+(medians over all calls) and the × best of each round alone (the same columns, that round's calls): if the rounds
+disagree by more than the margin a target is judged on, one run cannot decide that target. --rounds defaults to
+the run's own (its ``meta.args.rounds``, else 3).
+"""
+import argparse
+import json
+import statistics
+
+BASELINES = ("composite", "composite_graph", "compile", "reference")
+
+
+def per_round(us_all: list, rounds: int) -> list:
+    from vlattn.bench import round_sizes  # how the bench split a column's calls
+
+    out, start = [], 0
+    for n in round_sizes(len(us_all), rounds):
+        out.append(statistics.median(us_all[start:start + n]))
+        start += n
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("json")
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--below", type=float, default=None, help="only workloads whose × best is below this")
+    ap.add_argument("--impl", default="vlattn:native")
+    args = ap.parse_args()
+    data = json.load(open(args.json))
+    rounds = args.rounds or int((data.get("meta", {}).get("args") or {}).get("rounds") or 3)
+    by: dict = {}
+    for rec in data["results"]:
+        if rec.get("us_all"):
+            by.setdefault(rec["name"], {})[rec["impl"]] = rec
+    print(f"{rounds} rounds; × best of the whole run, then of each round alone; spread = max / min - 1")
+    for name, cols in by.items():
+        ours = cols.get(args.impl)
+        if ours is None or ours.get("x_best_pytorch") is None:
+            continue
+        if args.below is not None and ours["x_best_pytorch"] >= args.below:
+            continue
+        mine = per_round(ours["us_all"], rounds)
+        bases = [per_round(cols[b]["us_all"], rounds) for b in BASELINES if b in cols]
+        bases = [b for b in bases if len(b) == len(mine)]
+        if not mine or not bases:
+            continue
+        xs = [min(b[r] for b in bases) / mine[r] for r in range(len(mine))]
+        spread = max(xs) / min(xs) - 1
+        print(f"{name:28s} {ours['x_best_pytorch']:.3f}  rounds " + " ".join(f"{x:.3f}" for x in xs) +
+              f"  spread {100 * spread:.0f}%")
+
+
+if __name__ == "__main__":
+    main()
