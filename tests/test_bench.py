@@ -267,10 +267,9 @@ def test_round_sizes_split_the_timed_calls_evenly():
 
 @pytest.mark.parametrize("rounds,round_warmup", [(3, None), (3, 0), (1, None)])
 def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds, round_warmup):
-    """rounds=3: every impl built and checked once, then timed round by round, the first round in the given
-    order and the later ones in next_round_order's (seeded shuffles, never an impl's block right after its
-    own), --warmup calls before the first round's blocks and --round-warmup (default: the same) before the
-    later ones. rounds=1: each impl built, checked and timed in one block before the next. Either way an impl
+    """rounds=3: every impl built and checked once, then timed round by round in next_round_order's orders
+    (seeded shuffles, never an impl's block right after its own), --warmup calls before the first round's
+    blocks and --round-warmup (default: the same) before the later ones. rounds=1: each impl built, checked and timed in one block before the next. Either way an impl
     that fails to build is recorded and left out, and a failed check is still timed."""
     (w,) = bench.select_workloads(workloads.load(), "007[B=1,S=128]")
     ref = torch.zeros(2)
@@ -302,12 +301,13 @@ def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds, round_warmup
     by = {r["impl"]: r for r in recs}
     if rounds == 3:
         later = 1 if round_warmup is None else round_warmup
-        assert blocks[:3] == [("a", 2, 1), ("b", 2, 1), ("c", 2, 1)]
-        rng = random.Random(0)  # the run's seed drives the later rounds' order
-        order2 = bench.next_round_order([0, 1, 3], 3, rng, first=False)
-        order3 = bench.next_round_order([0, 1, 3], order2[-1], rng, first=False)
+        rng = random.Random(0)  # the run's seed drives the order
+        order1 = bench.next_round_order([0, 1, 3], None, rng)
+        order2 = bench.next_round_order([0, 1, 3], order1[-1], rng)
+        order3 = bench.next_round_order([0, 1, 3], order2[-1], rng)
         name = {0: "a", 1: "b", 3: "c"}
-        assert blocks[3:] == [(name[i], 2, later) for i in order2] + [(name[i], 1, later) for i in order3]
+        assert blocks == ([(name[i], 2, 1) for i in order1] + [(name[i], 2, later) for i in order2] +
+                          [(name[i], 1, later) for i in order3])
         assert all(x[0] != y[0] for x, y in zip(blocks, blocks[1:])), f"an impl ran twice in a row: {blocks}"
         samples = sorted(k + 1.0 for k, blk in enumerate(blocks) if blk[0] == "a" for _ in range(blk[1]))
         assert by["a"]["us_min"] == samples[0] and by["a"]["us_median"] == samples[2]
@@ -321,18 +321,19 @@ def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds, round_warmup
 
 
 def test_round_order_never_doubles_a_block():
-    """next_round_order: the given order in the first round; afterwards a seeded shuffle of the live entries
-    that does not start with the entry that ended the round before, for 2 to 7 entries over many rounds."""
+    """next_round_order: a seeded shuffle of the live entries that does not start with the entry that ended
+    the round before, for 1 to 7 entries over many rounds; from 3 entries every one is first in some round (two
+    can only alternate)."""
     for n in range(1, 8):
-        rng, last, seq = random.Random(n), None, []
-        for r in range(40):
-            order = bench.next_round_order(list(range(n)), last, rng, first=r == 0)
+        rng, last, seq, firsts = random.Random(n), None, [], set()
+        for _ in range(40):
+            order = bench.next_round_order(list(range(n)), last, rng)
             assert sorted(order) == list(range(n))
-            if r == 0:
-                assert order == list(range(n))
             seq += order
+            firsts.add(order[0])
             last = order[-1]
         assert n == 1 or all(x != y for x, y in zip(seq, seq[1:]))
+        assert n < 3 or firsts == set(range(n))
 
 
 # --------------------------------------------------------------------------------------------

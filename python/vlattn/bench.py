@@ -825,16 +825,16 @@ def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
         return None, f"reference output failed ({_error_text(exc)}); outputs unchecked"
 
 
-def next_round_order(live: list[int], previous_last: Optional[int], rng: random.Random, first: bool) -> list[int]:
-    """The order of one round over the live entries: as given in the first round, then a shuffle (``rng``,
-    seeded from the run's seed: reproducible), rotated if it would start with the entry that ended the round
-    before. So no entry's block follows its own: under the old order (reversed every other round) the first
-    and last columns ran two blocks back to back at every other boundary, and on the H200 the first column
-    (ours) read 10-25% slower in the round after such a double block than in the others (sustained load,
-    lower clocks; bench/NOTES.md forty-second session)."""
+def next_round_order(live: list[int], previous_last: Optional[int], rng: random.Random) -> list[int]:
+    """The order of one round over the live entries: a shuffle (``rng``, seeded from the run's seed:
+    reproducible), rotated if it would start with the entry that ended the round before. A column's time on the
+    H200 depends on how much heavy work ran just before it (the GPU starts a workload cool and settles ~10% slower
+    under sustained load), so no column keeps a place: under the old order (the given one, reversed every other
+    round) the first column (ours) ran its first block on the cool GPU and two blocks back to back at the second
+    round's end, and read ~9% slower in round 3 than in round 1 on the large layers (bench/NOTES.md forty-second
+    session)."""
     order = list(live)
-    if not first:
-        rng.shuffle(order)
+    rng.shuffle(order)
     if len(order) > 1 and order[0] == previous_last:
         order = order[1:] + order[:1]
     return order
@@ -843,8 +843,8 @@ def next_round_order(live: list[int], previous_last: Optional[int], rng: random.
 def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> list[dict]:
     """Several implementations of one workload, interleaved: every entry (build, check, context) is built and
     checked first, then the timed calls are split over ``opts.rounds`` rounds, each running every entry's block
-    once in the order next_round_order gives (the given order first, then seeded shuffles that never put an
-    entry's block right after its own), with ``opts.warmup`` untimed calls before the first round's block and
+    once in the order next_round_order gives (seeded shuffles that never put an entry's block right after its
+    own), with ``opts.warmup`` untimed calls before the first round's block and
     ``opts.round_warmup`` (default: the same) before each later one, and ``context`` held around each of the
     entry's build, check and blocks. Statistics are over all of an entry's timed calls. A slow stretch of the
     machine (on the H200 hosts, host-side episodes that put 30-60 us before a call's first kernel for seconds at
@@ -869,7 +869,7 @@ def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> lis
     last: Optional[int] = None
     for r, n in enumerate(round_sizes(opts.iters, opts.rounds)):
         live = [i for i, runner in enumerate(runners) if runner is not None]
-        for i in next_round_order(live, last, rng, first=r == 0):
+        for i in next_round_order(live, last, rng):
             try:
                 with entries[i][2]():
                     times[i] += timer(runners[i].step, n, opts.warmup if r == 0 else later_warmup)
