@@ -5,8 +5,9 @@
 
 The bench times each column's calls in --rounds interleaved blocks (``us_all`` keeps them in order, block after
 block, of the sizes vlattn.bench.round_sizes gives). For every workload this prints the run's × best
-(medians over all calls) and the × best of each round alone (the same columns, that round's calls): if the rounds
-disagree by more than the margin a target is judged on, one run cannot decide that target. --rounds defaults to
+(medians over all calls), the × best of each round alone (the same columns, that round's calls) and, per round, the
+impl's median minus its graph replay's (the eager - graph gap): if the rounds disagree by more than the margin a
+target is judged on, one run cannot decide that target. --rounds defaults to
 the run's own (its ``meta.args.rounds``, else 3).
 """
 import argparse
@@ -32,6 +33,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--below", type=float, default=None, help="only workloads whose × best is below this")
     ap.add_argument("--impl", default="vlattn:native")
+    ap.add_argument("--graph-impl", default="vlattn:native_graph",
+                    help="also print the impl's median minus this column's, per round (the eager - graph gap)")
     args = ap.parse_args()
     data = json.load(open(args.json))
     rounds = args.rounds or int((data.get("meta", {}).get("args") or {}).get("rounds") or 3)
@@ -53,8 +56,14 @@ def main() -> None:
             continue
         xs = [min(b[r] for b in bases) / mine[r] for r in range(len(mine))]
         spread = max(xs) / min(xs) - 1
-        print(f"{name:28s} {ours['x_best_pytorch']:.3f}  rounds " + " ".join(f"{x:.3f}" for x in xs) +
-              f"  spread {100 * spread:.0f}%")
+        line = (f"{name:28s} {ours['x_best_pytorch']:.3f}  rounds " + " ".join(f"{x:.3f}" for x in xs) +
+                f"  spread {100 * spread:.0f}%")
+        graph = cols.get(args.graph_impl)
+        if graph is not None:
+            g = per_round(graph["us_all"], rounds)
+            if len(g) == len(mine):
+                line += "  gap us " + " ".join(f"{m - q:+.0f}" for m, q in zip(mine, g))
+        print(line)
 
 
 if __name__ == "__main__":
