@@ -1,6 +1,7 @@
 """The bench without a GPU: its no-GPU mode, a CPU smoke run of the full pipeline, and the pure
 helpers (statistics, summary math, selection, GEMM dedupe and check) on synthetic numbers."""
 
+import itertools
 import json
 import math
 import random
@@ -296,12 +297,13 @@ def test_impls_are_timed_in_interleaved_rounds(monkeypatch, rounds, round_warmup
     monkeypatch.setattr(bench.workloads, "make_inputs", lambda w, device, seed=None: {})
     monkeypatch.setattr(bench, "exact_reference", lambda case: (ref, None))
     opts = bench.Options(iters=5, warmup=1, check=True, seed=0, rounds=rounds, round_warmup=round_warmup)
+    monkeypatch.setattr(bench, "_ROUND_ORDER_CALLS", itertools.count())  # this workload is call 0
     recs, notes = bench.bench_workload(w, impls, torch.device("cpu"), timer, opts)
     assert builds == ["a", "b", "broken", "c"]  # each built once
     by = {r["impl"]: r for r in recs}
     if rounds == 3:
         later = 1 if round_warmup is None else round_warmup
-        rng = random.Random(0)  # the run's seed drives the order
+        rng = random.Random(0 * 1_000_003 + 0)  # the run's seed (0) and the call's number (0) drive the order
         order1 = bench.next_round_order([0, 1, 3], None, rng)
         order2 = bench.next_round_order([0, 1, 3], order1[-1], rng)
         order3 = bench.next_round_order([0, 1, 3], order2[-1], rng)
@@ -334,6 +336,8 @@ def test_round_order_never_doubles_a_block():
             last = order[-1]
         assert n == 1 or all(x != y for x, y in zip(seq, seq[1:]))
         assert n < 3 or firsts == set(range(n))
+    # Two workloads of one run (consecutive calls, one seed) do not share a sequence of orders.
+    assert bench.round_order_rng(3).random() != bench.round_order_rng(3).random()
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ import contextlib
 import datetime
 import gc
 import importlib
+import itertools
 import json
 import math
 import os
@@ -825,6 +826,16 @@ def exact_reference(case: Case) -> tuple[Optional[torch.Tensor], Optional[str]]:
         return None, f"reference output failed ({_error_text(exc)}); outputs unchecked"
 
 
+# Each call of measure_runners_in_rounds in a process draws its orders from its own seed: the run's seed and the
+# call's number (workloads, shapes and modes in the order the run takes them), so no two workloads share one
+# sequence of orders and the same command reproduces them all.
+_ROUND_ORDER_CALLS = itertools.count()
+
+
+def round_order_rng(seed: int) -> random.Random:
+    return random.Random(seed * 1_000_003 + next(_ROUND_ORDER_CALLS))
+
+
 def next_round_order(live: list[int], previous_last: Optional[int], rng: random.Random) -> list[int]:
     """The order of one round over the live entries: a shuffle (``rng``, seeded from the run's seed:
     reproducible), rotated if it would start with the entry that ended the round before. A column's time on the
@@ -865,7 +876,7 @@ def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> lis
         runners.append(runner)
     times: list[list[float]] = [[] for _ in entries]
     later_warmup = opts.warmup if opts.round_warmup is None else opts.round_warmup
-    rng = random.Random(opts.seed)
+    rng = round_order_rng(opts.seed)
     last: Optional[int] = None
     for r, n in enumerate(round_sizes(opts.iters, opts.rounds)):
         live = [i for i, runner in enumerate(runners) if runner is not None]
