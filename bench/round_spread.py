@@ -7,19 +7,17 @@ The bench times each column's calls in --rounds interleaved blocks (``us_all`` k
 block, of the sizes vlattn.bench.round_sizes gives). For every workload this prints the run's × best
 (medians over all calls), the × best of each round alone (the same columns, that round's calls) and, per round, the
 impl's median minus its graph replay's (the eager - graph gap): if the rounds disagree by more than the margin a
-target is judged on, one run cannot decide that target. --rounds defaults to
-the run's own (its ``meta.args.rounds``, else 3).
+target is judged on, one run cannot decide that target. --rounds defaults to the run's own (its
+``meta.args.rounds``, else 3). The best PyTorch column of a round is chosen by the bench's own rule (best_pytorch).
 """
 import argparse
 import json
 import statistics
 
-BASELINES = ("composite", "composite_graph", "compile", "reference")
+from vlattn.bench import best_pytorch, round_sizes  # the bench's best-PyTorch rule; how it split a column's calls
 
 
 def per_round(us_all: list, rounds: int) -> list:
-    from vlattn.bench import round_sizes  # how the bench split a column's calls
-
     out, start = [], 0
     for n in round_sizes(len(us_all), rounds):
         out.append(statistics.median(us_all[start:start + n]))
@@ -50,11 +48,14 @@ def main() -> None:
         if args.below is not None and ours["x_best_pytorch"] >= args.below:
             continue
         mine = per_round(ours["us_all"], rounds)
-        bases = [per_round(cols[b]["us_all"], rounds) for b in BASELINES if b in cols]
-        bases = [b for b in bases if len(b) == len(mine)]
-        if not mine or not bases:
+        by_round = {impl: per_round(rec["us_all"], rounds) for impl, rec in cols.items()}
+        xs = []
+        for r in range(len(mine)):  # the bench's own rule for the best PyTorch column, on round r's medians
+            _, best = best_pytorch([dict(rec, us_median=by_round[impl][r] if r < len(by_round[impl]) else None)
+                                    for impl, rec in cols.items()])
+            xs.append(best / mine[r] if best else float("nan"))
+        if not xs:
             continue
-        xs = [min(b[r] for b in bases) / mine[r] for r in range(len(mine))]
         spread = max(xs) / min(xs) - 1
         line = (f"{name:28s} {ours['x_best_pytorch']:.3f}  rounds " + " ".join(f"{x:.3f}" for x in xs) +
                 f"  spread {100 * spread:.0f}%")
