@@ -333,5 +333,96 @@ inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mod
   return plan;
 }
 
+
+// The whole launch decision for p, from the rules above and the switch values (VLATTN_ATTN_*, read once per
+// launch by sm90_attention.cuh). launch() dispatches on it and workspace_bytes() sizes the scratch from it, so
+// the two cannot disagree; tests/cpp pins which kernel each workload shape runs.
+// Every value of every switch gives the same bits; the defaults are the rules.
+struct LaunchSwitches {
+  bool simple = false;  // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, 128-key tiles, one CTA
+                        // per unit, no resident kernel (diagnosis)
+  int mask_smem = 1;    // VLATTN_ATTN_MASK_SMEM: 0 = read MIXED mask tiles from global memory, 1 or 2 = stage them
+                        // in shared memory when the mask is 16-byte aligned (mask_vec16)
+  int lean_zero = 1;    // VLATTN_ATTN_LEAN_ZERO: 0 = every masked-path tile checks its keys, 1 = the kLean builds
+                        // skip them on ZERO tiles and the per-unit staged kernel is lean where lean_staged_pays,
+                        // 2 = lean for every per-unit staged launch
+  int pack = 0;         // VLATTN_ATTN_PACK: pack_plan's mode
+  int persistent = 1;   // VLATTN_ATTN_PERSISTENT: 0 = one CTA per unit (3-D grid), 1 = persistent_pays, 2 = always
+                        // the persistent grid (not with the simple loop)
+  int bn = 0;           // VLATTN_ATTN_BN: block_n's mode
+  int resident = 1;     // VLATTN_ATTN_RESIDENT: resident_plan's mode
+  int tail_split = 1;   // VLATTN_ATTN_TAIL_SPLIT: tail_split_plan's mode
+};
+
+// The kernel build a launch runs (sm90_attention.cuh's attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent,
+// kLean>, or the K/V-resident kernel), with LaunchPlan's block_n, persistent and lean naming the rest.
+enum class AttnKernel : int {
+  kNone = 0,      // the parameters describe no launch (launch() rejects them first)
+  kResident,      // kv_resident_kernel<mask != nullptr>
+  kSimple,        // <128, false, false, false, false>: the diagnosis loop
+  kSimpleStaged,  // <128, false, true, false, true>: the diagnosis loop, staged mask
+  kPlain,         // <block_n, true, false, persistent, false>: no mask (the split tail: persistent, 128 keys)
+  kGlobalMask,    // <128, true, false, persistent, true>: a mask read from global memory
+  kStaged,        // <128, true, true, persistent, lean>: MIXED mask tiles staged in shared memory
+};
+
+struct LaunchPlan {
+  AttnKernel kernel = AttnKernel::kNone;
+  ResidentPlan resident;
+  bool summary = false;     // the mask pre-pass runs first (summary_runs)
+  PackPlan pack;            // units of the per-unit and persistent kernels (GQA packing or not)
+  bool stage_mask = false;  // MIXED tiles staged in shared memory (aligned mask, not packed)
+  bool persistent = false;  // the 1-D grid of min(units, SMs) CTAs
+  bool lean_zero = false;   // the kLean builds skip the per-key checks on ZERO tiles (a kernel argument)
+  bool lean = false;        // the kLean template flag of `kernel`
+  int block_n = kBlockN;    // keys per pipeline step
+  long long grid[3] = {0, 1, 1};
+  TailSplit split;          // the persistent grid's last wave cut by keys (kPlain at 128 keys only)
+};
+
+inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw) {
+  LaunchPlan plan;
+  if (!sw.simple) plan.resident = resident_plan(p, sw.resident, sw.bn);
+  plan.summary = summary_runs(p, plan.resident.use);
+  if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
+      p.heads_q % p.heads_kv != 0)
+    return plan;
+  if (plan.resident.use) {
+    plan.kernel = AttnKernel::kResident;
+    plan.grid[0] = plan.resident.ctas;
+    return plan;
+  }
+  plan.lean_zero = sw.lean_zero >= 1;
+  const bool lean_staged = sw.lean_zero >= 2 || (sw.lean_zero == 1 && lean_staged_pays(p));
+  plan.pack = pack_plan(p, sw.pack, plan.summary);
+  plan.stage_mask = p.mask != nullptr && sw.mask_smem >= 1 && mask_vec16(p) && !plan.pack.packed;
+  const long long units = plan.pack.units;
+  plan.persistent =
+      !sw.simple && (sw.persistent >= 2 || (sw.persistent == 1 && persistent_pays(p, units, plan.stage_mask)));
+  if (plan.persistent) {
+    plan.grid[0] = std::min<long long>(units, sm_count_or_h200(p));
+  } else if (plan.pack.packed) {
+    plan.grid[0] = p.heads_kv, plan.grid[1] = plan.pack.blocks, plan.grid[2] = p.batch;
+  } else {
+    plan.grid[0] = p.heads_q, plan.grid[1] = ceil_div(p.seqlen_q, kBlockM), plan.grid[2] = p.batch;
+  }
+  plan.block_n = sw.simple ? kBlockN : block_n(p, sw.bn);
+  if (sw.simple) {
+    plan.kernel = plan.stage_mask ? AttnKernel::kSimpleStaged : AttnKernel::kSimple;
+    plan.lean = plan.stage_mask;
+  } else if (p.mask == nullptr) {
+    plan.kernel = AttnKernel::kPlain;
+    if (plan.persistent && !plan.pack.packed && !p.causal && plan.block_n == kBlockN)
+      plan.split = tail_split_plan(units, plan.grid[0], ceil_div(p.seqlen_k, kBlockN), sw.tail_split);
+  } else if (plan.stage_mask) {
+    plan.kernel = AttnKernel::kStaged;
+    plan.lean = plan.persistent || lean_staged;
+  } else {
+    plan.kernel = AttnKernel::kGlobalMask;
+    plan.lean = true;
+  }
+  return plan;
+}
+
 }  // namespace attn_rules
 }  // namespace vlattn

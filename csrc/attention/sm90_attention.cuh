@@ -1426,12 +1426,18 @@ static_assert(attn_rules::kBlockM == C::kBlockM && attn_rules::kBlockN == C::kBl
                   attn_rules::kBlockNWide == C::kBlockNWide,
               "attention_rules.h and the kernel disagree on the tile shape");
 
-// The K/V-resident kernel's plan for p under the current switches (VLATTN_ATTN_RESIDENT, VLATTN_ATTN_BN;
-// the plain diagnosis loop keeps the per-unit kernels).
-inline attn_rules::ResidentPlan resident_plan(const AttentionParams& p) {
-  if (dev_switch_on(DevSwitch::kAttnSimple)) return {};
-  return attn_rules::resident_plan(p, static_cast<int>(dev_switch(DevSwitch::kAttnResident)),
-                                   static_cast<int>(dev_switch(DevSwitch::kAttnBn)));
+// The attention's development switches (launch/dev_switch.h; each documented at its rule in attention_rules.h).
+inline attn_rules::LaunchSwitches launch_switches() {
+  attn_rules::LaunchSwitches sw;
+  sw.simple = dev_switch_on(DevSwitch::kAttnSimple);
+  sw.mask_smem = static_cast<int>(dev_switch(DevSwitch::kAttnMaskSmem));
+  sw.lean_zero = static_cast<int>(dev_switch(DevSwitch::kAttnLeanZero));
+  sw.pack = static_cast<int>(dev_switch(DevSwitch::kAttnPack));
+  sw.persistent = static_cast<int>(dev_switch(DevSwitch::kAttnPersistent));
+  sw.bn = static_cast<int>(dev_switch(DevSwitch::kAttnBn));
+  sw.resident = static_cast<int>(dev_switch(DevSwitch::kAttnResident));
+  sw.tail_split = static_cast<int>(dev_switch(DevSwitch::kAttnTailSplit));
+  return sw;
 }
 
 inline SummaryLayout summary_layout(const AttentionParams& p, bool resident) {
@@ -1447,24 +1453,6 @@ inline SummaryLayout summary_layout(const AttentionParams& p, bool resident) {
   return s;
 }
 
-// The tail split for p under the current switches (VLATTN_ATTN_TAIL_SPLIT; attn_rules::tail_split_plan): launches
-// without a mask and without the causal flag on the persistent grid, unpacked, at 128-key tiles (kTailSplitBuilt).
-// It retraces launch()'s decisions for such a launch (the resident plan, GQA packing, the persistent rule, the
-// key-tile width) so that workspace_bytes() sizes the partials launch() will write.
-inline attn_rules::TailSplit tail_split(const AttentionParams& p) {
-  const int mode = static_cast<int>(dev_switch(DevSwitch::kAttnTailSplit));
-  if (mode <= 0 || p.mask != nullptr || p.causal || dev_switch_on(DevSwitch::kAttnSimple)) return {};
-  if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1) return {};
-  if (resident_plan(p).use) return {};
-  const attn_rules::PackPlan plan = attn_rules::pack_plan(p, static_cast<int>(dev_switch(DevSwitch::kAttnPack)), false);
-  if (plan.packed) return {};
-  const int persistent = static_cast<int>(dev_switch(DevSwitch::kAttnPersistent));
-  if (!(persistent >= 2 || (persistent == 1 && persistent_pays(p, plan.units, false)))) return {};
-  if (attn_rules::block_n(p, static_cast<int>(dev_switch(DevSwitch::kAttnBn))) != C::kBlockN) return {};
-  const long long grid = std::min<long long>(plan.units, attn_rules::sm_count_or_h200(p));
-  return attn_rules::tail_split_plan(plan.units, grid, ceil_div(p.seqlen_k, int(C::kBlockN)), mode);
-}
-
 // Workspace: the mask summary's bytes, then (a split launch has no mask, so from 0) the split's partials, 16-byte
 // aligned: O slots [slots][128][128] fp32, then the row max / sum slots [slots][2][128] fp32.
 constexpr size_t kSplitSlotOFloats = size_t(C::kBlockM) * C::kHeadDim;
@@ -1474,10 +1462,13 @@ inline size_t split_bytes(const attn_rules::TailSplit& s) {
   return s.use ? size_t(s.slots()) * (kSplitSlotOFloats + kSplitSlotMlFloats) * sizeof(float) : 0;
 }
 
-inline size_t workspace_bytes(const AttentionParams& p) {
-  const size_t summary = summary_layout(p, resident_plan(p).use).total();
-  const size_t split = split_bytes(tail_split(p));
+inline size_t workspace_bytes(const attn_rules::LaunchPlan& plan, const AttentionParams& p) {
+  const size_t summary = summary_layout(p, plan.resident.use).total();
+  const size_t split = split_bytes(plan.split);
   return split > 0 ? split_offset(summary) + split : summary;
+}
+inline size_t workspace_bytes(const AttentionParams& p) {
+  return workspace_bytes(attn_rules::launch_plan(p, launch_switches()), p);
 }
 
 // The combine kernel after a split launch (PDL: its blocks wait for the attention grid; the O projection after
@@ -1580,8 +1571,11 @@ inline AttentionStatus launch(const AttentionParams& p) {
   };
 
   VLATTN_HOST_MARK("attn.params");
-  const attn_rules::ResidentPlan resident = resident_plan(p);
-  const SummaryLayout sl = summary_layout(p, resident.use);
+  // Every decision of this launch (attn_rules::launch_plan: the resident kernel, the mask pre-pass, GQA packing,
+  // the persistent grid, the key-tile width, the tail split and the kernel build), from the switches' values now.
+  const attn_rules::LaunchPlan plan = attn_rules::launch_plan(p, launch_switches());
+  if (plan.kernel == attn_rules::AttnKernel::kNone) return AttentionStatus::kInvalidArgument;
+  const SummaryLayout sl = summary_layout(p, plan.resident.use);
   if (sl.total() > 0) {
     if (p.workspace == nullptr || p.workspace_bytes < sl.total()) return AttentionStatus::kWorkspaceTooSmall;
     auto* live = static_cast<uint32_t*>(p.workspace);
@@ -1616,105 +1610,75 @@ inline AttentionStatus launch(const AttentionParams& p) {
   }
 
   // Short key sequences: the K/V-resident kernel (VLATTN_ATTN_RESIDENT; attn_rules::resident_plan).
-  if (resident.use) return launch_resident(kp, resident, p);
+  if (plan.kernel == attn_rules::AttnKernel::kResident) return launch_resident(kp, plan.resident, p);
 
-  // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, for diagnosis.
-  const bool simple_loop = dev_switch_on(DevSwitch::kAttnSimple);
-  // MIXED mask tiles: staged in shared memory by the producer's idle warps when the mask is 16-byte
-  // aligned, else read element-wise from global memory ([B=4,S=256] 39.8 -> 26.3 us staged, H200
-  // 2026-11-30). VLATTN_ATTN_MASK_SMEM (a dev switch): 0 = never stage, 1 (default) or 2 = stage aligned
-  // masks (2 staged unaligned ones too in a "shifted" layout, which lost to the global loads: [B=1,S=613]
-  // 45.6 vs 34.6 us, [B=32,S=541] 684-717 vs 543-548; removed in the twentieth session). Every choice
-  // gives the same bits.
-  const int mask_smem = static_cast<int>(dev_switch(DevSwitch::kAttnMaskSmem));
-  // VLATTN_ATTN_LEAN_ZERO (a dev switch): 0 = every masked-path tile checks its keys, 1 (default) = the
-  // kernels built with kLean skip the checks on ZERO tiles inside the keys and below the causal diagonal,
-  // and the per-unit staged-mask kernel is the kLean build where attn_rules::lean_staged_pays, 2 = that
-  // build for every per-unit staged-mask launch. Every choice gives the same bits.
-  const int lean_zero = static_cast<int>(dev_switch(DevSwitch::kAttnLeanZero));
-  kp.lean_zero = lean_zero >= 1;
-  const bool lean_staged = lean_zero >= 2 || (lean_zero == 1 && attn_rules::lean_staged_pays(p));
-  bool stage_mask = p.mask != nullptr && mask_smem >= 1 && mask_vec16(p);
+  // The kLean builds skip the per-key checks on ZERO tiles inside the keys and below the causal diagonal
+  // (VLATTN_ATTN_LEAN_ZERO; attn_rules::lean_staged_pays for the per-unit staged-mask kernel). MIXED mask tiles
+  // are staged in shared memory by the producer's idle warps when the mask is 16-byte aligned, else read
+  // element-wise from global memory ([B=4,S=256] 39.8 -> 26.3 us staged, H200 2026-11-30; VLATTN_ATTN_MASK_SMEM:
+  // 0 = never stage, 1 or 2 = stage aligned masks; a "shifted" layout for unaligned ones lost to the global loads
+  // and was removed in the twentieth session). Every choice gives the same bits.
+  kp.lean_zero = plan.lean_zero;
 
-  // GQA packing (VLATTN_ATTN_PACK, a dev switch; attn_rules::pack_plan): 0 (default) never, 1 when it
-  // makes fewer units, 2 whenever eligible. Every choice gives the same bits: a row's arithmetic and
-  // key order are the same. Part of its measured loss is the host: a packed call encodes a fourth
-  // tensor map, and every encode looks up the driver entry point (bench/NOTES.md run 11).
-  const int pack = static_cast<int>(dev_switch(DevSwitch::kAttnPack));
-  const attn_rules::PackPlan plan = attn_rules::pack_plan(p, pack, sl.total() > 0);
-  const bool packed = plan.packed;
-  const int pack_blocks = plan.blocks;
-  if (packed) {
+  // GQA packing (VLATTN_ATTN_PACK; attn_rules::pack_plan; off by default). Same bits: a row's arithmetic and key
+  // order are the same. Part of its measured loss is the host: a packed call encodes a fourth tensor map, and
+  // every encode looks up the driver entry point (bench/NOTES.md run 11).
+  if (plan.pack.packed) {
     const int group = p.heads_q / p.heads_kv;
-    kp.pack_rows = plan.rows;
-    kp.q_tile_bytes = uint32_t(2 * 64 * plan.rows * group * sizeof(Element));
-    if (!make_tma_q_packed(&kp.tma_q_packed, p, plan.rows)) return AttentionStatus::kInitFailed;
-    stage_mask = false;
+    kp.pack_rows = plan.pack.rows;
+    kp.q_tile_bytes = uint32_t(2 * 64 * plan.pack.rows * group * sizeof(Element));
+    if (!make_tma_q_packed(&kp.tma_q_packed, p, plan.pack.rows)) return AttentionStatus::kInitFailed;
   }
-  const long long units = plan.units;
-  if (units > std::numeric_limits<int>::max()) return AttentionStatus::kInvalidArgument;
-  // VLATTN_ATTN_PERSISTENT (a dev switch): 0 = one CTA per work unit (3-D grid, the hardware schedules),
-  // 2 = always the persistent 1-D grid of min(units, SMs) CTAs, 1 (default) = persistent_pays().
-  // Every choice gives the same bits: a unit's arithmetic does not depend on the CTA that runs it.
-  const int persistent = static_cast<int>(dev_switch(DevSwitch::kAttnPersistent));
-  const long long sms = attn_rules::sm_count_or_h200(p);
-  const bool use_persistent =
-      !simple_loop && (persistent >= 2 || (persistent == 1 && persistent_pays(p, units, stage_mask)));
-  const dim3 grid = use_persistent ? dim3(unsigned(std::min<long long>(units, sms)))
-                    : packed       ? dim3(p.heads_kv, pack_blocks, p.batch)
-                                   : dim3(p.heads_q, m_blocks, p.batch);
-  // Keys per pipeline step (VLATTN_ATTN_BN, a dev switch; attn_rules::block_n): 0 (default) the rule, 1 the
-  // rule of 128 and 176 only, 128 / 144 / 160 / 176 that width wherever it is allowed (no mask, not causal).
-  // The plain diagnosis loop is 128 only.
-  const int bn_mode = static_cast<int>(dev_switch(DevSwitch::kAttnBn));
-  const int block_n = simple_loop ? int(C::kBlockN) : attn_rules::block_n(p, bn_mode);
-  // The last wave's key split (VLATTN_ATTN_TAIL_SPLIT; tail_split): the kernel writes the cut units' pieces to the
-  // workspace after the summary's bytes, and the combine kernel merges them after it.
-  attn_rules::TailSplit split;
-  if (use_persistent && !packed && p.mask == nullptr && !p.causal && block_n == C::kBlockN) {
-    split = tail_split(p);
-    if (split.use) {
-      const size_t offset = split_offset(sl.total());
-      if (split.grid != int(grid.x) || split.main_units % split.grid != 0) return AttentionStatus::kInvalidArgument;
-      if (p.workspace == nullptr || p.workspace_bytes < offset + split_bytes(split))
-        return AttentionStatus::kWorkspaceTooSmall;
-      auto* base = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + offset);
-      if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return AttentionStatus::kInvalidArgument;
-      kp.split_main_units = split.main_units;
-      kp.split_main_count = split.main_count();
-      kp.split_tiles = split.tiles;
-      kp.split_total = split.total;
-      kp.split_chunk = split.chunk;
-      kp.split_max_pieces = split.max_pieces;
-      kp.split_o = base;
-      kp.split_ml = base + size_t(split.slots()) * kSplitSlotOFloats;
-    }
+  if (plan.pack.units > std::numeric_limits<int>::max()) return AttentionStatus::kInvalidArgument;
+  // The persistent grid (VLATTN_ATTN_PERSISTENT; attn_rules::persistent_pays) or one CTA per work unit; same
+  // bits: a unit's arithmetic does not depend on the CTA that runs it.
+  const dim3 grid(unsigned(plan.grid[0]), unsigned(plan.grid[1]), unsigned(plan.grid[2]));
+  // The last wave's key split (VLATTN_ATTN_TAIL_SPLIT; attn_rules::tail_split_plan): the kernel writes the cut
+  // units' pieces to the workspace after the summary's bytes, and the combine kernel merges them after it.
+  const attn_rules::TailSplit& split = plan.split;
+  if (split.use) {
+    const size_t offset = split_offset(sl.total());
+    if (split.grid != int(grid.x) || split.main_units % split.grid != 0) return AttentionStatus::kInvalidArgument;
+    if (p.workspace == nullptr || p.workspace_bytes < offset + split_bytes(split))
+      return AttentionStatus::kWorkspaceTooSmall;
+    auto* base = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + offset);
+    if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return AttentionStatus::kInvalidArgument;
+    kp.split_main_units = split.main_units;
+    kp.split_main_count = split.main_count();
+    kp.split_tiles = split.tiles;
+    kp.split_total = split.total;
+    kp.split_chunk = split.chunk;
+    kp.split_max_pieces = split.max_pieces;
+    kp.split_o = base;
+    kp.split_ml = base + size_t(split.slots()) * kSplitSlotOFloats;
   }
-  auto then_combine = [&](AttentionStatus st) {
-    return st != AttentionStatus::kSuccess || !split.use ? st : launch_tail_combine(kp, split, p);
-  };
-  if (simple_loop)
-    return stage_mask ? launch_kernel<128, false, true, false, true>(kp, grid, p)
-                      : launch_kernel<128, false, false>(kp, grid, p);
-  if (block_n != C::kBlockN) {
-    // unreachable with a mask: the rule allows the other widths without a mask only
-    if (stage_mask || p.mask != nullptr || p.causal) return AttentionStatus::kInvalidArgument;
-    switch (block_n) {
-      case 144: return launch_plain<144>(kp, grid, p, use_persistent);
-      case 160: return launch_plain<160>(kp, grid, p, use_persistent);
-      case C::kBlockNWide: return launch_plain<C::kBlockNWide>(kp, grid, p, use_persistent);
-      default: return AttentionStatus::kInvalidArgument;
-    }
+
+  const bool persistent = plan.persistent;
+  switch (plan.kernel) {
+    case attn_rules::AttnKernel::kSimple: return launch_kernel<128, false, false>(kp, grid, p);
+    case attn_rules::AttnKernel::kSimpleStaged: return launch_kernel<128, false, true, false, true>(kp, grid, p);
+    case attn_rules::AttnKernel::kPlain:
+      // Key-tile widths (VLATTN_ATTN_BN; attn_rules::block_n): 144 / 160 / 176 without a mask and not causal.
+      switch (plan.block_n) {
+        case C::kBlockN: {
+          if (!persistent) return launch_kernel<128, true, false>(kp, grid, p);
+          const AttentionStatus st = launch_kernel<128, true, false, true>(kp, grid, p);
+          return st != AttentionStatus::kSuccess || !split.use ? st : launch_tail_combine(kp, split, p);
+        }
+        case 144: return launch_plain<144>(kp, grid, p, persistent);
+        case 160: return launch_plain<160>(kp, grid, p, persistent);
+        case C::kBlockNWide: return launch_plain<C::kBlockNWide>(kp, grid, p, persistent);
+        default: return AttentionStatus::kInvalidArgument;
+      }
+    case attn_rules::AttnKernel::kGlobalMask:
+      return persistent ? launch_kernel<128, true, false, true, true>(kp, grid, p)
+                        : launch_kernel<128, true, false, false, true>(kp, grid, p);
+    case attn_rules::AttnKernel::kStaged:
+      return persistent  ? launch_kernel<128, true, true, true, true>(kp, grid, p)
+             : plan.lean ? launch_kernel<128, true, true, false, true>(kp, grid, p)
+                         : launch_kernel<128, true, true, false, false>(kp, grid, p);
+    default: return AttentionStatus::kInvalidArgument;
   }
-  if (use_persistent)
-    return stage_mask ? launch_kernel<128, true, true, true, true>(kp, grid, p)
-           : p.mask != nullptr ? launch_kernel<128, true, false, true, true>(kp, grid, p)
-                               : then_combine(launch_kernel<128, true, false, true>(kp, grid, p));
-  if (stage_mask)
-    return lean_staged ? launch_kernel<128, true, true, false, true>(kp, grid, p)
-                       : launch_kernel<128, true, true, false, false>(kp, grid, p);
-  return p.mask != nullptr ? launch_kernel<128, true, false, false, true>(kp, grid, p)
-                           : launch_kernel<128, true, false>(kp, grid, p);
 }
 
 }  // namespace attn_sm90

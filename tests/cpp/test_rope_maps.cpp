@@ -310,6 +310,117 @@ bool attention_tail_split_rule(std::string& err) {
   return true;
 }
 
+// The whole launch plan (attn_rules::launch_plan) on the 32 workloads' attention launches under the default
+// switches: which kernel build each runs (the dispatch the H200 numbers in bench/NOTES.md were measured on), and
+// over a sweep of shapes and switch values the properties launch() relies on: a tail split only on the persistent
+// unmasked 128-key kernel, over the plan's own grid; the resident kernel exactly where its plan says; a staged
+// mask only in the staged builds; the diagnosis loop never persistent; grids within CUDA's limits.
+bool attention_launch_plan(std::string& err) {
+  using attn_rules::AttnKernel;
+  using attn_rules::LaunchPlan;
+  using attn_rules::LaunchSwitches;
+  struct Expect {
+    int b, hq, hkv, sq, sk;
+    bool mask;
+    AttnKernel kernel;
+    bool persistent;
+    int block_n;
+    bool split;
+  };
+  // (lean builds: the staged per-unit kernel is lean from 4 key tiles beyond a wave, attn_rules::lean_staged_pays)
+  constexpr AttnKernel kRes = AttnKernel::kResident, kStg = AttnKernel::kStaged, kGlb = AttnKernel::kGlobalMask,
+                       kPln = AttnKernel::kPlain;
+  const Expect table[] = {
+      // 007 (mask [B, 1, S, S]; S 541 / 613 rows are not 16-byte aligned: read from global memory)
+      {4, 28, 4, 128, 128, true, kStg, false, 128, false},     {64, 28, 4, 256, 256, true, kRes, false, 128, false},
+      {4, 28, 4, 1024, 1024, true, kStg, false, 128, false},   {32, 28, 4, 128, 128, true, kRes, false, 128, false},
+      {32, 28, 4, 541, 541, true, kGlb, true, 128, false},     {2, 28, 4, 1024, 1024, true, kStg, false, 128, false},
+      {1, 28, 4, 1024, 1024, true, kStg, false, 128, false},   {32, 28, 4, 256, 256, true, kRes, false, 128, false},
+      {1, 28, 4, 512, 512, true, kStg, false, 128, false},     {4, 28, 4, 256, 256, true, kRes, false, 128, false},
+      {1, 28, 4, 128, 128, true, kStg, false, 128, false},     {1, 28, 4, 613, 613, true, kGlb, false, 128, false},
+      {1, 28, 4, 4096, 4096, true, kStg, false, 128, false},   {8, 28, 4, 512, 512, true, kStg, false, 128, false},
+      {8, 28, 4, 128, 128, true, kRes, false, 128, false},     {1, 28, 4, 256, 256, true, kStg, false, 128, false},
+      // 034 (no mask)
+      {2, 32, 8, 256, 392, false, kPln, false, 144, false},    {64, 32, 8, 256, 392, false, kPln, true, 144, false},
+      {1, 32, 8, 512, 784, false, kPln, false, 160, false},    {2, 32, 8, 1024, 1568, false, kPln, true, 176, false},
+      {16, 32, 8, 512, 784, false, kPln, true, 160, false},    {1, 32, 8, 4096, 6272, false, kPln, true, 128, false},
+      {4, 32, 8, 541, 980, false, kPln, true, 176, false},     {2, 32, 8, 512, 784, false, kPln, true, 160, false},
+      {8, 32, 8, 128, 196, false, kRes, false, 128, false},    {8, 32, 8, 256, 392, false, kPln, true, 144, false},
+      {1, 32, 8, 8192, 12544, false, kPln, true, 128, true},   {1, 32, 8, 1024, 1568, false, kPln, true, 176, false},
+      {32, 32, 8, 373, 588, false, kPln, true, 160, false},    {4, 32, 8, 512, 784, false, kPln, true, 160, false},
+      {16, 32, 8, 128, 196, false, kRes, false, 128, false},   {2, 32, 8, 128, 196, false, kPln, false, 128, false},
+  };
+  for (const Expect& e : table) {
+    const AttentionParams p = attn(e.b, e.hq, e.hkv, e.sq, e.sk, e.mask);  // mask rows of Sk elements
+    const LaunchPlan plan = attn_rules::launch_plan(p, LaunchSwitches{});
+    if (plan.kernel != e.kernel || plan.persistent != e.persistent || plan.block_n != e.block_n ||
+        plan.split.use != e.split) {
+      err = "launch plan for B" + std::to_string(e.b) + " Sq" + std::to_string(e.sq) + " Sk" + std::to_string(e.sk) +
+            ": kernel " + std::to_string(int(plan.kernel)) + " persistent " + std::to_string(plan.persistent) +
+            " block_n " + std::to_string(plan.block_n) + " split " + std::to_string(plan.split.use);
+      return false;
+    }
+  }
+  // Invalid dimensions plan no launch.
+  EXPECT(attn_rules::launch_plan(attn(1, 28, 3, 128, 128, false), LaunchSwitches{}).kernel == AttnKernel::kNone);
+  EXPECT(attn_rules::launch_plan(attn(0, 28, 4, 128, 128, false), LaunchSwitches{}).kernel == AttnKernel::kNone);
+
+  std::vector<LaunchSwitches> switch_sets(10);
+  switch_sets[1].simple = true;
+  switch_sets[2].persistent = 0;
+  switch_sets[3].persistent = 2;
+  switch_sets[4].pack = 2;
+  switch_sets[5].bn = 176;
+  switch_sets[6].resident = 2;
+  switch_sets[7].tail_split = 2;
+  switch_sets[8].lean_zero = 2;
+  switch_sets[9].mask_smem = 0;
+  const int seqs[] = {1, 100, 128, 129, 256, 257, 392, 541, 613, 1024, 1568, 4096, 6272, 12544};
+  const int heads[][2] = {{28, 4}, {32, 8}, {8, 8}, {16, 2}};
+  for (int b : {1, 3, 64})
+    for (const auto& h : heads)
+      for (int sq : seqs)
+        for (int sk : {128, 256, 541, 1568, 12544})
+          for (int mask_kind = 0; mask_kind < 3; ++mask_kind)  // none, aligned rows, unaligned rows
+            for (bool causal : {false, true})
+              for (const LaunchSwitches& sw : switch_sets) {
+                AttentionParams p = attn(b, h[0], h[1], sq, sk, mask_kind > 0, causal);
+                if (mask_kind == 2) p.mask_row_stride = sk | 1;
+                const LaunchPlan plan = attn_rules::launch_plan(p, sw);
+                EXPECT(plan.kernel != AttnKernel::kNone);
+                EXPECT((plan.kernel == AttnKernel::kResident) == plan.resident.use);
+                if (plan.kernel == AttnKernel::kResident) {
+                  EXPECT(!sw.simple && plan.grid[0] == plan.resident.ctas && !plan.split.use);
+                  continue;
+                }
+                EXPECT(plan.stage_mask ==
+                       (plan.kernel == AttnKernel::kStaged || plan.kernel == AttnKernel::kSimpleStaged));
+                EXPECT(sw.simple || (p.mask == nullptr) == (plan.kernel == AttnKernel::kPlain));
+                EXPECT(!sw.simple || ((plan.kernel == AttnKernel::kSimple || plan.kernel == AttnKernel::kSimpleStaged) &&
+                                      !plan.persistent && plan.block_n == 128));
+                EXPECT(plan.block_n == 128 || (plan.kernel == AttnKernel::kPlain && !p.causal));
+                EXPECT(!plan.pack.packed || !plan.stage_mask);
+                // The builds that exist: the staged diagnosis loop, the persistent staged and every global-mask
+                // kernel are lean, the plain ones are not.
+                if (plan.kernel == AttnKernel::kGlobalMask || plan.kernel == AttnKernel::kSimpleStaged ||
+                    (plan.kernel == AttnKernel::kStaged && plan.persistent))
+                  EXPECT(plan.lean);
+                if (plan.kernel == AttnKernel::kPlain || plan.kernel == AttnKernel::kSimple) EXPECT(!plan.lean);
+                if (plan.split.use)
+                  EXPECT(plan.kernel == AttnKernel::kPlain && plan.persistent && plan.block_n == 128 &&
+                         !plan.pack.packed && !p.causal && plan.split.grid == plan.grid[0] &&
+                         plan.split.main_units % plan.split.grid == 0 &&
+                         plan.split.main_units + plan.split.tail_units == plan.pack.units);
+                if (plan.persistent)
+                  EXPECT(plan.grid[0] == std::min<long long>(plan.pack.units, 132) && plan.grid[1] == 1 &&
+                         plan.grid[2] == 1);
+                else
+                  EXPECT(plan.grid[0] * plan.grid[1] * plan.grid[2] == plan.pack.units && plan.grid[1] <= 65535 &&
+                         plan.grid[2] <= 65535);
+              }
+  return true;
+}
+
 // Key-tile width: 144 / 160 / 176 only without a mask and without the causal flag; below 4096 keys the
 // width of least 88 x steps + padded keys (mode 0), or the older 128-or-176 rule (mode 1: 176 where it pads
 // to at most 1.2x the keys of 128); VLATTN_ATTN_BN's forced widths never override the mask / causal
@@ -594,6 +705,7 @@ const Case kCases[] = {
     {"attention_block_n_rule", attention_block_n_rule},
     {"attention_resident_rule", attention_resident_rule},
     {"attention_tail_split_rule", attention_tail_split_rule},
+    {"attention_launch_plan", attention_launch_plan},
     {"qkv_auto_rule", qkv_auto_rule},
     {"rope_pass_runs", rope_pass_runs},
     {"mask_kinds_entries", mask_kinds_entries},
