@@ -15,6 +15,8 @@
 #              BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default tests/), TEST_TIMEOUT_S (default 360: the whole suite took > 270 s on 2026-12-01),
 #              SUITE_PART (1 or 2: one half of the suite by file, when TEST_PATHS is not set; the whole suite,
 #              ~370 s on 2026-12-04, no longer fits beside a build in one call: part 1 took 212 s, part 2 156 s),
+#              SUITE_JOBS (default 1: n pytest processes on the GPU, each a shard of the selected tests;
+#              pytest.log then lists each shard's result line and failures, pytest_<i>.log has the rest),
 #              SANITIZE_TESTS (both tools) / SANITIZE_RACECHECK_TESTS (racecheck's default subset) /
 #              SANITIZE_TOOLS / SANITIZE_TIMEOUT_S, BENCH_TIMEOUT_S, SANITIZE_ENV (VAR=value pairs for the sanitized pytest only, e.g.
 #              VLATTN_ATTN_PERSISTENT=2), SANITIZE_FLAGS (extra compute-sanitizer flags). Do not
@@ -93,19 +95,68 @@ suite_part_paths() {
 }
 
 run_tests() {
-  log "pytest"
-  local part
+  local part jobs=${SUITE_JOBS:-1}
   part=$(suite_part_paths)
   [ -n "$part" ] && [ -z "${TEST_PATHS:-}" ] && TEST_PATHS="$part"
-  # shellcheck disable=SC2086
+  case "$jobs" in
+    [1-8]) ;;
+    *) log "SUITE_JOBS must be 1..8; got '$jobs'"; status=1; return ;;
+  esac
+  log "pytest (SUITE_JOBS=$jobs)"
   # tests/test_codegen.py compiles two translation units with ptxas -v (CPU work, ~1 min each on one
   # core): CI runs it; here it ate the whole test slot of the sixth session's final call.
-  timeout "$(cap "${TEST_TIMEOUT_S:-360}")" python3 -m pytest -q -rs ${TEST_PATHS:-tests/} --ignore=tests/test_codegen.py \
-    --junitxml="$OUT/junit.xml" "$@" \
-    > "$OUT/pytest.log" 2>&1
-  local rc=$?
-  tail -25 "$OUT/pytest.log"
-  log "pytest rc=$rc: $(tail -1 "$OUT/pytest.log")"
+  # SUITE_JOBS=n: n pytest processes on the one GPU, shard i of n each (VLATTN_TEST_SHARD, tests/conftest.py):
+  # the tests time nothing, and the suite is mostly short kernels and host work, which n processes overlap.
+  local t=$(cap "${TEST_TIMEOUT_S:-360}") i rc=0 shard_rc
+  local -a pids=()
+  for ((i = 0; i < jobs; i++)); do
+    local tag=""
+    [ "$jobs" -gt 1 ] && tag="_$i"
+    # shellcheck disable=SC2086
+    VLATTN_TEST_SHARD=$([ "$jobs" -gt 1 ] && echo "$i/$jobs") timeout "$t" python3 -m pytest -q -rs \
+      ${TEST_PATHS:-tests/} --ignore=tests/test_codegen.py --junitxml="$OUT/junit$tag.xml" "$@" \
+      > "$OUT/pytest$tag.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((i = 0; i < jobs; i++)); do
+    wait "${pids[$i]}"
+    shard_rc=$?
+    [ "$shard_rc" -gt "$rc" ] && rc=$shard_rc
+  done
+  if [ "$jobs" -gt 1 ]; then
+    # One junit.xml and one pytest.log as with a single process (the shards' own files go into the logs).
+    python3 - "$OUT" "$jobs" <<'PYEOF'
+import sys
+import xml.etree.ElementTree as ET
+out, jobs = sys.argv[1], int(sys.argv[2])
+root = ET.Element("testsuites")
+for i in range(jobs):
+    try:
+        tree = ET.parse(f"{out}/junit_{i}.xml")
+    except (OSError, ET.ParseError) as e:
+        print(f"shard {i}: no junit ({e})")
+        continue
+    node = tree.getroot()
+    root.extend(list(node) if node.tag == "testsuites" else [node])
+ET.ElementTree(root).write(f"{out}/junit.xml", encoding="utf-8", xml_declaration=True)
+PYEOF
+    rm -f "$OUT"/junit_*.xml
+    for ((i = 0; i < jobs; i++)); do
+      echo "== shard $i/$jobs: $(tail -1 "$OUT/pytest_$i.log")"
+      grep -E "^(FAILED|ERROR) " "$OUT/pytest_$i.log"
+    done > "$OUT/pytest.log"
+  fi
+  if [ "$jobs" -gt 1 ]; then
+    cat "$OUT/pytest.log"
+    for ((i = 0; i < jobs; i++)); do tail -25 "$OUT/pytest_$i.log"; done
+  else
+    tail -25 "$OUT/pytest.log"
+  fi
+  if [ "$jobs" -gt 1 ]; then
+    log "pytest rc=$rc: $(grep '^== shard' "$OUT/pytest.log" | cut -c4- | tr '\n' ' ')"
+  else
+    log "pytest rc=$rc: $(tail -1 "$OUT/pytest.log")"
+  fi
   [ $rc -eq 0 ] || status=1
 }
 

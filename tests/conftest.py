@@ -5,6 +5,8 @@ Markers (apply as decorators or ``pytestmark``; each becomes a skip with a reaso
 - ``requires_sm90`` (``@pytest.mark.sm90``): a Hopper (sm_90) GPU and the compiled extension.
 - ``requires_ext`` (``@pytest.mark.ext``): the compiled extension (registers ``torch.ops.vlattn.*``).
 
+Shards: ``VLATTN_TEST_SHARD=i/n`` runs every n-th collected test from the i-th on (parse_test_shard).
+
 Seeds: every test draws a fresh seed from ``random.getrandbits(32)`` and seeds torch with it (CPU
 and CUDA). The seed is printed (pytest shows it with a failure's captured output) and recorded as
 the test's ``seed`` property (junit XML). Rerun a failure with ``VLATTN_TEST_SEED=<seed>``.
@@ -59,7 +61,26 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "ext: needs the compiled vlattn extension (skipped with a reason otherwise)")
 
 
+def parse_test_shard(value: str | None) -> tuple[int, int] | None:
+    """``VLATTN_TEST_SHARD=i/n`` (0 <= i < n): this process runs every n-th collected test from the i-th on,
+    so that n pytest processes share one GPU (scripts/gpu_check.sh SUITE_JOBS). Collection order is the
+    same in every process, so the n shards partition the suite. None when unset or empty."""
+    if not value:
+        return None
+    parts = value.split("/")
+    if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
+        index, count = int(parts[0]), int(parts[1])
+        if 0 <= index < count:
+            return index, count
+    raise pytest.UsageError(f"VLATTN_TEST_SHARD must be 'i/n' with 0 <= i < n; got {value!r}")
+
+
 def pytest_collection_modifyitems(config, items):
+    shard = parse_test_shard(os.environ.get("VLATTN_TEST_SHARD"))
+    if shard is not None:
+        index, count = shard
+        config.hook.pytest_deselected(items=[it for k, it in enumerate(items) if k % count != index])
+        items[:] = [it for k, it in enumerate(items) if k % count == index]
     checks = {"gpu": _cuda_missing, "sm90": _sm90_missing, "ext": _ext_missing}
     reasons: dict[str, str | None] = {}
     for item in items:

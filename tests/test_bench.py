@@ -590,3 +590,29 @@ def test_gpu_check_suite_parts_cover_every_test_file_once():
     listed = [path for m in parts for path in m.group(1).split()]
     files = sorted(f"tests/{p.name}" for p in (root / "tests").glob("test_*.py") if p.name != "test_codegen.py")
     assert sorted(listed) == files, (sorted(listed), files)
+
+
+def test_test_shards_partition_the_collection(tmp_path):
+    """VLATTN_TEST_SHARD=i/n (tests/conftest.py, scripts/gpu_check.sh SUITE_JOBS): the n shards' collections are
+    disjoint and together the whole collection; a malformed value is an error naming the variable."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parent.parent
+
+    def collect(shard):
+        env = dict(os.environ)
+        env.pop("VLATTN_TEST_SHARD", None)
+        if shard is not None:
+            env["VLATTN_TEST_SHARD"] = shard
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                               "tests/test_cpp.py"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+    full = [line for line in collect(None).stdout.splitlines() if "::" in line]
+    assert len(full) > 10
+    shards = [[line for line in collect(f"{i}/3").stdout.splitlines() if "::" in line] for i in range(3)]
+    assert all(shards) and sorted(sum(shards, [])) == sorted(full)
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    bad = collect("3/3")
+    assert bad.returncode != 0 and "VLATTN_TEST_SHARD must be 'i/n'" in bad.stdout + bad.stderr
