@@ -1,6 +1,8 @@
 // Launch decisions of the sm_90a attention kernel, as plain host functions (no CUDA/CuTe headers) so
-// that tests/cpp can check them: the mask pre-pass, the persistent grid and GQA packing. Each rule
-// carries the H200 measurement it came from; sm90_attention.cuh applies them.
+// that tests/cpp can check them: the mask pre-pass, the persistent grid, GQA packing, the key-tile width,
+// the K/V-resident kernel, the tail split, and launch_plan, which combines them into the one plan
+// sm90_attention.cuh launches and sizes its workspace from. Each rule carries the H200 measurement it
+// came from.
 #pragma once
 
 #include <algorithm>
