@@ -113,7 +113,7 @@ run_tests() {
     local tag=""
     [ "$jobs" -gt 1 ] && tag="_$i"
     # shellcheck disable=SC2086
-    VLATTN_TEST_SHARD=$([ "$jobs" -gt 1 ] && echo "$i/$jobs") timeout "$t" python3 -m pytest -q -rs \
+    VLATTN_TEST_SHARD=$([ "$jobs" -gt 1 ] && echo "$i/$jobs") timeout "$t" python3 -m pytest -q -rfEs \
       ${TEST_PATHS:-tests/} --ignore=tests/test_codegen.py --junitxml="$OUT/junit$tag.xml" "$@" \
       > "$OUT/pytest$tag.log" 2>&1 &
     pids+=($!)
@@ -145,16 +145,11 @@ PYEOF
       echo "== shard $i/$jobs: $(tail -1 "$OUT/pytest_$i.log")"
       grep -E "^(FAILED|ERROR) " "$OUT/pytest_$i.log"
     done > "$OUT/pytest.log"
-  fi
-  if [ "$jobs" -gt 1 ]; then
     cat "$OUT/pytest.log"
     for ((i = 0; i < jobs; i++)); do tail -25 "$OUT/pytest_$i.log"; done
-  else
-    tail -25 "$OUT/pytest.log"
-  fi
-  if [ "$jobs" -gt 1 ]; then
     log "pytest rc=$rc: $(grep '^== shard' "$OUT/pytest.log" | cut -c4- | tr '\n' ' ')"
   else
+    tail -25 "$OUT/pytest.log"
     log "pytest rc=$rc: $(tail -1 "$OUT/pytest.log")"
   fi
   [ $rc -eq 0 ] || status=1
