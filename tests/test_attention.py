@@ -493,8 +493,7 @@ def test_resident_kernel_strided_inputs(highest_fp32_matmul):
 # the persistent grid whose unit count leaves a partial last wave, run at 128-key tiles (the split's build;
 # VLATTN_ATTN_BN=128 below for the shorter keys, which the rule gives wider tiles). (B, Hq, Hkv, Sq, Sk): 160 units
 # on the H200's 132 SMs (28 tail units) at 8 and 33 key tiles (Sk 4200: the default rule splits it too, 26 tiles
-# saved); 288 units
-# (two full waves, 24 tail units, 24 tiles); q-block and key tails; 2 batches.
+# saved); 288 units (two full waves, 24 tail units, 24 tiles); q-block and key tails; 2 batches.
 TAIL_SPLIT_CASES = [(1, 32, 8, 640, 1000), (1, 32, 8, 600, 4200), (2, 16, 4, 600, 777), (1, 32, 8, 1100, 3000)]
 
 

@@ -54,8 +54,8 @@ struct AttentionParams {
                               // and no kernel of the call's chain writes it (the layers' masks): the
                               // pre-pass then reads it while that kernel finishes (mask_summary.cuh)
 
-  // Scratch for the mask summary (attention_workspace_bytes(p) bytes, 16-byte aligned), from the
-  // caller's allocator; nullptr when that size is 0.
+  // Scratch for the mask summary and the tail split's partials (attention_plan's bytes, 16-byte aligned),
+  // from the caller's allocator; nullptr when that size is 0.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 
@@ -63,6 +63,10 @@ struct AttentionParams {
   int sm_count = 0;  // read from the device by the caller, never hard-coded
   cudaStream_t stream = nullptr;
 };
+
+namespace attn_rules {
+struct LaunchPlan;  // attention/attention_rules.h
+}
 
 enum class AttentionStatus : int {
   kSuccess = 0,
@@ -75,10 +79,12 @@ enum class AttentionStatus : int {
 
 const char* attention_status_string(AttentionStatus s);
 
-// Scratch bytes attention_sm90 needs for p (0 without a mask or with skip = false).
-size_t attention_workspace_bytes(const AttentionParams& p);
+// The launch's decisions for p under the current VLATTN_ATTN_* switches (attn_rules::launch_plan) into *plan, once
+// per call; returns the scratch bytes that plan needs (0 without a mask pre-pass or a tail split).
+size_t attention_plan(const AttentionParams& p, attn_rules::LaunchPlan* plan);
 
-// Launches o = softmax(q k^T * scale + mask [, causal]) v on p.stream. No host synchronization.
-AttentionStatus attention_sm90(const AttentionParams& p);
+// Launches o = softmax(q k^T * scale + mask [, causal]) v on p.stream as `plan` (attention_plan's for p) says.
+// No host synchronization.
+AttentionStatus attention_sm90(const AttentionParams& p, const attn_rules::LaunchPlan& plan);
 
 }  // namespace vlattn

@@ -3,9 +3,14 @@
 
 namespace vlattn {
 
-AttentionStatus attention_sm90(const AttentionParams& p) { return attn_sm90::launch(p); }
+size_t attention_plan(const AttentionParams& p, attn_rules::LaunchPlan* plan) {
+  *plan = attn_rules::launch_plan(p, attn_sm90::launch_switches());
+  return attn_sm90::workspace_bytes(*plan, p);
+}
 
-size_t attention_workspace_bytes(const AttentionParams& p) { return attn_sm90::workspace_bytes(p); }
+AttentionStatus attention_sm90(const AttentionParams& p, const attn_rules::LaunchPlan& plan) {
+  return attn_sm90::launch(p, plan);
+}
 
 const char* attention_status_string(AttentionStatus s) {
   switch (s) {

@@ -1467,9 +1467,6 @@ inline size_t workspace_bytes(const attn_rules::LaunchPlan& plan, const Attentio
   const size_t split = split_bytes(plan.split);
   return split > 0 ? split_offset(summary) + split : summary;
 }
-inline size_t workspace_bytes(const AttentionParams& p) {
-  return workspace_bytes(attn_rules::launch_plan(p, launch_switches()), p);
-}
 
 // The combine kernel after a split launch (PDL: its blocks wait for the attention grid; the O projection after
 // it waits for it in turn).
@@ -1527,7 +1524,8 @@ inline bool make_tma_q_packed(CUtensorMap* map, const AttentionParams& p, int pa
   return r == CUDA_SUCCESS;
 }
 
-inline AttentionStatus launch(const AttentionParams& p) {
+// `plan`: attn_rules::launch_plan for p (attention_plan, which also sized p.workspace from it).
+inline AttentionStatus launch(const AttentionParams& p, const attn_rules::LaunchPlan& plan) {
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.o == nullptr) return AttentionStatus::kInvalidArgument;
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
       p.heads_q % p.heads_kv != 0)
@@ -1571,9 +1569,8 @@ inline AttentionStatus launch(const AttentionParams& p) {
   };
 
   VLATTN_HOST_MARK("attn.params");
-  // Every decision of this launch (attn_rules::launch_plan: the resident kernel, the mask pre-pass, GQA packing,
-  // the persistent grid, the key-tile width, the tail split and the kernel build), from the switches' values now.
-  const attn_rules::LaunchPlan plan = attn_rules::launch_plan(p, launch_switches());
+  // Every decision of this launch is in `plan` (the resident kernel, the mask pre-pass, GQA packing, the persistent
+  // grid, the key-tile width, the tail split and the kernel build).
   if (plan.kernel == attn_rules::AttnKernel::kNone) return AttentionStatus::kInvalidArgument;
   const SummaryLayout sl = summary_layout(p, plan.resident.use);
   if (sl.total() > 0) {

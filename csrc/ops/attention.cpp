@@ -21,6 +21,7 @@
 #include <string>
 
 #include "attention/attention_params.h"
+#include "attention/attention_rules.h"  // attn_rules::LaunchPlan
 #include "launch/host_trace.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
@@ -145,9 +146,11 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   p.sm_count = at::cuda::getDeviceProperties(p.device)->multiProcessorCount;
   p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
 
-  // Mask-summary scratch from the caching allocator (capturable in CUDA graphs; no host sync).
+  // The launch's plan, read once: it sizes the scratch (mask summary, tail-split partials) that the launch then uses,
+  // from the caching allocator (capturable in CUDA graphs; no host sync).
+  attn_rules::LaunchPlan plan;
   at::Tensor workspace;
-  p.workspace_bytes = attention_workspace_bytes(p);
+  p.workspace_bytes = attention_plan(p, &plan);
   if (p.workspace_bytes > 0) {
     workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, q.options().dtype(at::kByte));
     p.workspace = workspace.data_ptr();
@@ -157,7 +160,7 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   AttentionStatus status;
   {
     RECORD_USER_SCOPE("vlattn.attention.launch");  // tensor maps, mask pre-pass, kernel launch
-    status = attention_sm90(p);
+    status = attention_sm90(p, plan);
   }
   VLATTN_HOST_MARK("attn.launch");
   TORCH_CHECK(status == AttentionStatus::kSuccess, kOp, ": kernel failed for B=", num(batch), " Hq=", num(heads_q),
