@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,6 +31,57 @@ EXPECTED = {
     "VLATTN_ATTN_RESIDENT", "VLATTN_ATTN_TAIL_SPLIT",
     "VLATTN_PDL",
 }
+
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_DOC = ROOT / "docs" / "environment.md"
+# Where vlattn reads its variables: the extension, the package, the build, the device script, the tests' conftest.
+SOURCES = [*sorted((ROOT / "csrc").rglob("*")), *sorted((ROOT / "python" / "vlattn").glob("*.py")), ROOT / "setup.py",
+           ROOT / "scripts" / "gpu_check.sh", ROOT / "tests" / "conftest.py"]
+VAR = re.compile(r"\bVLATTN_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def _variables_in_sources() -> dict[str, str]:
+    """{VLATTN_* name: first file naming it} over SOURCES, less the C++ macros (#define VLATTN_...)."""
+    names: dict[str, str] = {}
+    macros: set[str] = set()
+    for path in SOURCES:
+        if not path.is_file() or path.suffix not in {".h", ".cuh", ".cu", ".cpp", ".py", ".sh"}:
+            continue
+        text = path.read_text()
+        macros.update(re.findall(r"#define\s+(VLATTN_[A-Z0-9_]+)", text))
+        for name in VAR.findall(text):
+            names.setdefault(name, str(path.relative_to(ROOT)))
+    return {n: f for n, f in names.items() if n not in macros}
+
+
+def _documented() -> dict[str, list[str]]:
+    """{name: its table row's cells} for every row of docs/environment.md's tables that starts with a variable."""
+    rows = {}
+    for line in ENV_DOC.read_text().splitlines():
+        m = re.match(r"\| `(VLATTN_[A-Z0-9_]+)` \|", line)
+        if m:
+            assert m.group(1) not in rows, f"{m.group(1)} has two rows in docs/environment.md"
+            rows[m.group(1)] = [c.strip() for c in line.strip().strip("|").split("|")]
+    return rows
+
+
+def test_environment_doc_names_exactly_the_variables_the_sources_read():
+    used, documented = _variables_in_sources(), set(_documented())
+    missing = {n: f for n, f in used.items() if n not in documented}
+    assert not missing, f"named in the sources but not in docs/environment.md: {missing}"
+    stale = documented - set(used)
+    assert not stale, f"docs/environment.md documents variables no source names: {sorted(stale)}"
+    assert EXPECTED <= documented
+
+
+@requires_ext
+def test_environment_doc_gives_the_compiled_switch_defaults():
+    """The dispatch-switch table (variable | values | default | ...) against the extension's own table."""
+    rows = _documented()
+    for name, entry in dev.switches().items():
+        assert name in rows, name
+        assert rows[name][2] == str(entry["default"]), (name, rows[name][2], entry["default"])
 
 
 def _switches_in_subprocess(env: dict) -> dict:
