@@ -253,3 +253,43 @@ def cuda_randn(*shape, dtype=BF16):
 def test_invalid(replace, pattern):
     with pytest.raises(RuntimeError, match=r"vlattn\.linear: " + pattern):
         bad_call(**replace())
+
+
+@pytest.mark.parametrize("case", ["out-is-x", "out-in-weight", "out-in-bias", "out-expanded", "out-rows-overlap"])
+def test_out_sharing_memory_is_refused(case):
+    """The GEMM's CTAs write out while they read x, weight and bias, each output element once: an out that
+    shares an element with an operand or with itself would race, so it is refused and nothing is written."""
+    x, weight, b = operands(M, K, K, True)  # square (N = K): out = x has the right shape
+    pattern = {
+        "out-is-x": r"out must not share memory with x",
+        "out-in-weight": r"out must not share memory with weight",
+        "out-in-bias": r"out must not share memory with bias",
+        "out-expanded": r"out's rows must not share memory; got row stride 0",
+        "out-rows-overlap": r"out's rows must not share memory; got row stride 256 for rows of N = 512",
+    }[case]
+    if case == "out-is-x":
+        out = x
+    elif case == "out-in-weight":
+        out = weight[8:8 + M]
+    elif case == "out-in-bias":
+        big = torch.randn(M * K + K, dtype=BF16, device="cuda")
+        out, b = big[K:].view(M, K), big[K - 8:2 * K - 8]  # the bias runs into out's first row
+    elif case == "out-expanded":
+        out = poisoned(1, K, device="cuda").expand(M, K)
+    else:
+        out = torch.as_strided(poisoned(M * K, device="cuda"), (M, K), (K // 2, 1))
+    snapshot = [t.clone() for t in (x, weight, b, out)]
+    with pytest.raises(RuntimeError, match=r"vlattn\.linear: " + pattern):
+        vlattn.linear(x, weight, b, out=out)
+    assert all(torch.equal(t.view(torch.int16), s.view(torch.int16)) for t, s in zip((x, weight, b, out), snapshot))
+
+
+def test_out_beside_x_in_one_buffer():
+    """x and out as two column slices of one [M, K + N] buffer share no element: allowed, and exact."""
+    buffer = torch.randn(M, K + N, dtype=BF16, device="cuda")
+    x, out = buffer[:, :K], buffer[:, K:]
+    _, weight, b = operands(M, N, K, True)
+    expected = vlattn.linear(x.contiguous(), weight, b)
+    assert vlattn.linear(x, weight, b, out=out) is out
+    assert torch.equal(out, expected)
+    assert torch.equal(buffer[:, :K], x)

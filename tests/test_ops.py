@@ -371,6 +371,30 @@ def test_native_out(name):
 
 @requires_sm90
 @pytest.mark.parametrize("name", ["007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]"])
+def test_native_out_over_input_and_o_weight(name):
+    """out over the layer's input activations is safe (the QKV projection has read them before the O
+    projection writes) and gives the same bits; out inside the O weight is refused by the C++ path and
+    the Python path alike, with the layer's message, and nothing is written."""
+    w = workload(name)
+    api, _ = LAYERS[w.problem]
+    inputs = W.make_inputs(w, "cuda")
+    expected = api(**inputs, backend="native")
+    key, o_name = ("hidden_states", "o_weight") if w.problem.startswith("007") else \
+        ("language_hidden_states", "o_proj_weight")
+    if inputs[key].shape == expected.shape:  # hidden == out_hidden in both seeds
+        over = dict(inputs, **{key: inputs[key].clone()})
+        assert api(**over, backend="native", out=over[key]) is over[key]
+        assert torch.equal(over[key], expected)
+    weight = inputs[o_name]
+    before = weight.clone()
+    out = weight.view(-1)[: expected.numel()].view(expected.shape)
+    with pytest.raises(ValueError, match=rf"out must not share memory with {o_name}"):
+        api(**inputs, backend="native", out=out)
+    assert torch.equal(weight, before)
+
+
+@requires_sm90
+@pytest.mark.parametrize("name", ["007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]"])
 def test_native_cpp_path_equals_python_path(name, monkeypatch):
     """The C++ host path (one call for the three kernels) and the Python composition of the same ops
     (taken after any C++ error) give the same bits."""

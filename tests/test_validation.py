@@ -183,6 +183,43 @@ def test_invalid_out_is_not_written():
     assert out.isnan().all()
 
 
+@pytest.mark.parametrize("layer", ["mrope", "cross"])
+@pytest.mark.parametrize("kind", ["expanded", "rows-overlap", "o-weight"])
+def test_out_that_shares_memory_is_refused(layer, kind):
+    """The O projection writes out while it reads its weight, each element once: an out whose elements share
+    memory, or that lies in the O weight, is refused before any compute (the native GEMM would race)."""
+    call, inputs = (call_mrope, mrope_inputs(B, S)) if layer == "mrope" else (call_cross, cross_inputs(B, LQ, LV))
+    rows, o_name = (S, "o_weight") if layer == "mrope" else (LQ, "o_proj_weight")
+    if kind == "expanded":
+        out, pattern = poisoned(1, 1, HIDDEN).expand(B, rows, HIDDEN), r"out must not have elements that share memory"
+    elif kind == "rows-overlap":
+        out = torch.as_strided(poisoned(B * rows * HIDDEN), (B, rows, HIDDEN), (rows * HIDDEN, HIDDEN // 2, 1))
+        pattern = r"out must not have elements that share memory .*strides \[%d, 128, 1\]" % (rows * HIDDEN)
+    else:
+        out = inputs[o_name].view(-1)[HIDDEN:HIDDEN + B * rows * HIDDEN].view(B, rows, HIDDEN)
+        pattern = rf"out must not share memory with {o_name} \(the output projection reads it while writing out\)"
+    before = inputs[o_name].clone()
+    with pytest.raises(ValueError, match=pattern):
+        call(inputs, out=out)
+    assert torch.equal(inputs[o_name], before)
+
+
+@pytest.mark.parametrize("layer", ["mrope", "cross"])
+def test_out_in_a_shared_buffer_or_over_the_input_is_accepted(layer):
+    """What is not refused: out as a column slice of a buffer it shares with other data, and out over the
+    layer's input activations (read by the QKV projection, which has finished before the O projection writes)."""
+    call, inputs = (call_mrope, mrope_inputs(B, S)) if layer == "mrope" else (call_cross, cross_inputs(B, LQ, LV))
+    key, rows = ("hidden_states", S) if layer == "mrope" else ("language_hidden_states", LQ)
+    expected = call(dict(inputs))
+    buffer = poisoned(B, rows, 2 * HIDDEN)
+    sliced = call(dict(inputs), out=buffer[:, :, HIDDEN:])
+    assert sliced.data_ptr() == buffer[:, :, HIDDEN:].data_ptr() and torch.equal(sliced, expected)
+    assert buffer[:, :, :HIDDEN].isnan().all()  # the other half untouched
+    over_input = dict(inputs, **{key: inputs[key].clone()})
+    result = call(over_input, out=over_input[key])
+    assert result.data_ptr() == over_input[key].data_ptr() and torch.equal(result, expected)
+
+
 # --------------------------------------------------------------------------------------------
 # Backend choice errors on a CPU tensor
 # --------------------------------------------------------------------------------------------

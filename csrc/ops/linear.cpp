@@ -16,6 +16,7 @@
 #include "launch/gemm_params.h"
 #include "launch/host_trace.h"
 #include "ops/check_strings.h"
+#include "ops/overlap.h"
 #include "ops/ops.h"
 
 namespace vlattn {
@@ -130,6 +131,20 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
               dims_str(out_shape), "; got ", dims_str(out.sizes()));
   int64_t m = 1;  // rows = product of the leading dims (not numel / K: K may be 0)
   for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
+  // out is written by many CTAs while they read x, weight and bias: no element may be shared (ops/overlap.h).
+  const auto span = [](const at::Tensor& t, int64_t rows, int64_t cols, int64_t ld) {
+    return RowSpan{static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())), rows, cols, ld,
+                   static_cast<int64_t>(t.element_size())};
+  };
+  const RowSpan out_span = span(out, m, n, ldd);
+  TORCH_CHECK(!row_span_self_overlaps(out_span), "vlattn.linear: out's rows must not share memory; got row stride ",
+              num(ldd), " for rows of N = ", num(n), " (an expanded or overlapping view)");
+  TORCH_CHECK(!row_spans_share_memory(out_span, span(x, m, k, lda)),
+              "vlattn.linear: out must not share memory with x (the GEMM reads x while it writes out)");
+  TORCH_CHECK(!row_spans_share_memory(out_span, span(weight, n, k, ldb)),
+              "vlattn.linear: out must not share memory with weight (the GEMM reads weight while it writes out)");
+  TORCH_CHECK(!bias.has_value() || !row_spans_share_memory(out_span, span(*bias, 1, n, n)),
+              "vlattn.linear: out must not share memory with bias (the GEMM reads bias while it writes out)");
   TORCH_CHECK(m <= std::numeric_limits<int>::max() && n <= std::numeric_limits<int>::max() &&
                   k <= std::numeric_limits<int>::max(),
               "vlattn.linear: M, N, K must fit in 32 bits; got M=", num(m), " N=", num(n), " K=", num(k));

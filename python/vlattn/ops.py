@@ -167,8 +167,34 @@ def validate_vision_cross_attention(language_hidden_states, vision_hidden_states
     return Dims(bsz, q_len, kv_len, hidden, out_hidden, num_heads, num_kv_heads)
 
 
-def _check_out(op: str, out: Tensor, dims: Dims, like: Tensor) -> None:
+def _byte_span(t: Tensor) -> tuple[int, int]:
+    """[first, last + 1) byte addresses of a non-empty tensor's elements (PyTorch strides are >= 0)."""
+    start = t.data_ptr()
+    return start, start + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def _self_overlapping(t: Tensor) -> bool:
+    """True when two elements of t may share memory: its dims, by increasing stride, must each step past
+    everything the smaller ones reach (conservative: a layout this cannot prove disjoint counts as shared)."""
+    reach = 0  # elements spanned by the dims taken so far, minus one
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
+def _check_out(op: str, out: Tensor, dims: Dims, like: Tensor, o_name: str, o_weight: Tensor) -> None:
     _check_tensor(op, "out", out, (dims.batch, dims.q_len, dims.out_hidden), torch.bfloat16, like.device)
+    if out.numel() == 0:
+        return
+    # The output projection's CTAs write out while they read the O weight, each element once: neither may be shared.
+    if _self_overlapping(out):
+        _fail(op, f"out must not have elements that share memory (an expanded or overlapping view); got shape "
+                  f"{list(out.shape)} with strides {list(out.stride())}")
+    (lo, hi), (w_lo, w_hi) = _byte_span(out), _byte_span(o_weight)
+    if lo < w_hi and w_lo < hi:
+        _fail(op, f"out must not share memory with {o_name} (the output projection reads it while writing out)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -411,7 +437,7 @@ def _mrope_impl(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_b
     args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
     dims = validate_mrope_self_attention(*args, mrope_section, causal)
     if out is not None:
-        _check_out(op, out, dims, hidden_states)
+        _check_out(op, out, dims, hidden_states, "o_weight", o_weight)
     chosen = resolve_backend(op, backend, hidden_states.device, dims)
     kwargs = dict(mrope_section=tuple(mrope_section), causal=causal)
     return _run_layer(chosen, dims, hidden_states, args, kwargs, reference.mrope_self_attention,
@@ -436,7 +462,7 @@ def _cross_impl(language_hidden_states, vision_hidden_states, language_position_
             q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight)
     dims = validate_vision_cross_attention(*args, rope_theta, thw_split)
     if out is not None:
-        _check_out(op, out, dims, language_hidden_states)
+        _check_out(op, out, dims, language_hidden_states, "o_proj_weight", o_proj_weight)
     chosen = resolve_backend(op, backend, language_hidden_states.device, dims)
     kwargs = dict(rope_theta=float(rope_theta), thw_split=tuple(thw_split))
     return _run_layer(chosen, dims, language_hidden_states, args, kwargs, reference.vision_cross_attention,

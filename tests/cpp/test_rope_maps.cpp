@@ -12,6 +12,7 @@
 #include "attention/mask_kinds.h"
 #include "kernels/gemm_config.h"
 #include "kernels/rope.h"
+#include "ops/overlap.h"
 #include "qkv/qkv_config.h"
 
 using namespace vlattn;
@@ -688,6 +689,60 @@ bool mask_kinds_tiles(std::string& err) {
   return true;
 }
 
+// out= overlap checks (ops/overlap.h) against a brute force over every element's bytes, plus the cases
+// the ops meet: out = x, a view of the weight, column slices of one buffer, broadcast rows.
+bool row_span_overlap(std::string& err) {
+  auto brute_share = [](const RowSpan& a, const RowSpan& b) {
+    for (int64_t i = 0; i < a.rows; ++i)
+      for (int64_t c = 0; c < a.cols; ++c)
+        for (int64_t j = 0; j < b.rows; ++j)
+          for (int64_t d = 0; d < b.cols; ++d) {
+            const int64_t x = a.base + (i * a.ld + c) * a.itemsize, y = b.base + (j * b.ld + d) * b.itemsize;
+            if (x < y + b.itemsize && y < x + a.itemsize) return true;
+          }
+    return false;
+  };
+  auto brute_self = [](const RowSpan& s) {
+    for (int64_t i = 0; i < s.rows; ++i)
+      for (int64_t j = i + 1; j < s.rows; ++j)
+        for (int64_t c = 0; c < s.cols; ++c)
+          for (int64_t d = 0; d < s.cols; ++d)
+            if (i * s.ld + c == j * s.ld + d) return true;
+    return false;
+  };
+  // Every small layout: bases 0-11 elements apart, 0-3 rows, 0-4 columns, row strides 0-6 (bf16).
+  int checked = 0;
+  for (int64_t off = 0; off < 12; ++off)
+    for (int64_t ar = 0; ar <= 3; ++ar)
+      for (int64_t ac = 0; ac <= 4; ++ac)
+        for (int64_t al = 0; al <= 6; al += 2)
+          for (int64_t br = 0; br <= 3; ++br)
+            for (int64_t bc = 0; bc <= 4; ++bc)
+              for (int64_t bl = 0; bl <= 6; ++bl) {
+                const RowSpan a{1000, ar, ac, al, 2}, b{1000 + 2 * off, br, bc, bl, 2};
+                EXPECT(row_spans_share_memory(a, b) == brute_share(a, b));
+                EXPECT(row_spans_share_memory(b, a) == brute_share(a, b));
+                ++checked;
+              }
+  EXPECT(checked == 12 * 4 * 5 * 4 * 4 * 5 * 7);
+  for (int64_t r = 0; r <= 4; ++r)
+    for (int64_t c = 0; c <= 5; ++c)
+      for (int64_t l = 0; l <= 7; ++l) EXPECT(row_span_self_overlaps(RowSpan{0, r, c, l, 2}) == brute_self({0, r, c, l, 2}));
+  // The ops' cases, at real sizes: out = x (M 541, N = K 3584), out inside the weight, two column slices of
+  // one [M, N + K] buffer (disjoint), the same slices one element too wide (shared), separate allocations.
+  const int64_t m = 541, n = 3584, k = 3584, base = int64_t(1) << 40;
+  EXPECT(row_spans_share_memory({base, m, n, n, 2}, {base, m, k, k, 2}));
+  EXPECT(row_spans_share_memory({base + 2 * 64 * k, m, n, n, 2}, {base, n, k, k, 2}));
+  EXPECT(!row_spans_share_memory({base, m, n, n + k, 2}, {base + 2 * n, m, k, n + k, 2}));
+  EXPECT(row_spans_share_memory({base, m, n + 1, n + k, 2}, {base + 2 * n, m, k, n + k, 2}));
+  EXPECT(!row_spans_share_memory({base, m, n, n, 2}, {base + 2 * m * n, m, k, k, 2}));
+  EXPECT(row_spans_share_memory({base, m, n, n, 2}, {base + 2 * (m * n - 1), 1, n, n, 2}));
+  EXPECT(row_span_self_overlaps({base, m, n, 0, 2}));   // an expanded (broadcast) out
+  EXPECT(!row_span_self_overlaps({base, 1, n, 0, 2}));  // one row: nothing shared
+  EXPECT(!row_span_self_overlaps({base, m, n, n, 2}));
+  return true;
+}
+
 const Case kCases[] = {
     {"mrope_seed_split", mrope_seed_split},
     {"mrope_hf_split_pairs_share_plane", mrope_hf_split_pairs_share_plane},
@@ -710,6 +765,7 @@ const Case kCases[] = {
     {"rope_pass_runs", rope_pass_runs},
     {"mask_kinds_entries", mask_kinds_entries},
     {"mask_kinds_tiles", mask_kinds_tiles},
+    {"row_span_overlap", row_span_overlap},
 };
 
 }  // namespace
