@@ -391,6 +391,10 @@ def test_native_out_over_input_and_o_weight(name):
     with pytest.raises(ValueError, match=rf"out must not share memory with {o_name}"):
         api(**inputs, backend="native", out=out)
     assert torch.equal(weight, before)
+    expanded = poisoned(1, 1, expected.shape[-1], device="cuda").expand(expected.shape)
+    with pytest.raises(ValueError, match=r"out must not have elements that share memory"):
+        api(**inputs, backend="native", out=expanded)
+    assert expanded.isnan().all()
 
 
 @requires_sm90
