@@ -398,6 +398,30 @@ def test_native_out_over_input_and_o_weight(name):
 
 
 @requires_sm90
+@pytest.mark.parametrize("name", ["007[B=1,S=128]", "007[B=1,S=613]", "007[B=4,S=1024]", "034[B=2,Lq=128,Lv=196]",
+                                  "034[B=4,Lq=541,Lv=980]"])
+def test_native_weights_as_slices_of_fused_tensors(name):
+    """Serving stacks keep Q, K and V (or K and V) in one fused weight and bias; their row slices passed as the
+    layer's weights give the bits of separate tensors on every QKV path (fused kernel, grouped GEMM, epilogue
+    GEMMs, two-pass plan)."""
+    w = workload(name)
+    api, _ = LAYERS[w.problem]
+    inputs = W.make_inputs(w, "cuda")
+    expected = api(**inputs, backend="native")
+    names = ["q_weight", "k_weight", "v_weight"] if w.problem == "007" else ["k_proj_weight", "v_proj_weight"]
+    fused_w = torch.cat([inputs[n] for n in names])
+    fused_b = torch.cat([inputs[n.replace("weight", "bias")] for n in names])
+    sliced, row = dict(inputs), 0
+    for n in names:
+        rows = inputs[n].shape[0]
+        sliced[n] = fused_w[row:row + rows]
+        sliced[n.replace("weight", "bias")] = fused_b[row:row + rows]
+        row += rows
+    assert all(sliced[n].data_ptr() != inputs[n].data_ptr() for n in names)
+    assert torch.equal(api(**sliced, backend="native"), expected)
+
+
+@requires_sm90
 @pytest.mark.parametrize("name", ["007[B=1,S=613]", "034[B=2,Lq=128,Lv=196]"])
 def test_native_cpp_path_equals_python_path(name, monkeypatch):
     """The C++ host path (one call for the three kernels) and the Python composition of the same ops
