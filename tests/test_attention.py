@@ -494,7 +494,8 @@ def test_resident_kernel_strided_inputs(highest_fp32_matmul):
 # VLATTN_ATTN_BN=128 below for the shorter keys, which the rule gives wider tiles). (B, Hq, Hkv, Sq, Sk): 160 units
 # on the H200's 132 SMs (28 tail units) at 8 and 33 key tiles (Sk 4200: the default rule splits it too, 26 tiles
 # saved); 288 units (two full waves, 24 tail units, 24 tiles); q-block and key tails; 2 batches.
-TAIL_SPLIT_CASES = [(1, 32, 8, 640, 1000), (1, 32, 8, 600, 4200), (2, 16, 4, 600, 777), (1, 32, 8, 1100, 3000)]
+TAIL_SPLIT_CASES = [(1, 32, 8, 640, 1000), (1, 32, 8, 600, 4200), (2, 16, 4, 600, 777), (1, 32, 8, 1100, 3000),
+                    (1, 7, 1, 2432, 5120)]  # 133 units: one tail unit cut into 40 pieces (the combine's groups of 32)
 
 
 def _tail_split_units(batch, heads_q, seqlen_q, sms):
