@@ -2065,9 +2065,11 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                         "the columns interleaved (a seeded order per round, never a column twice in a row); "
                         "1: each column timed in one block (default 10: the H200's speed drifts within a block "
                         "of 10 calls, bench/NOTES.md forty-second session)")
-    p.add_argument("--round-warmup", type=int, default=1,
+    p.add_argument("--round-warmup", type=int, default=2,
                    help="untimed calls before each round's block after the first (which takes --warmup; "
-                        "default 1)")
+                        "default 2: after one, a block's first timed call read 10-20%% slower than its others "
+                        "on the host-bound layers' eager columns and 8.5%% on torch.compile's (median), bench/NOTES.md "
+                        "forty-fourth session)")
     p.add_argument("--quick", action="store_true", help="fewer iterations")
     p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh one, recorded)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
