@@ -16,7 +16,8 @@
 #              SUITE_PART (1 or 2: one half of the suite by file, when TEST_PATHS is not set; the whole suite,
 #              ~370 s on 2026-12-04, no longer fits beside a build in one call: part 1 took 212 s, part 2 156 s),
 #              SUITE_JOBS (default 1: n pytest processes on the GPU, each a shard of the selected tests;
-#              pytest.log then lists each shard's result line and failures, pytest_<i>.log has the rest),
+#              pytest.log then lists each shard's result line and failures, pytest_<i>.log has the rest;
+#              with 3 the whole suite but test_codegen.py took 166 s on 2026-12-05),
 #              SANITIZE_TESTS (both tools) / SANITIZE_RACECHECK_TESTS (racecheck's default subset) /
 #              SANITIZE_TOOLS / SANITIZE_TIMEOUT_S, BENCH_TIMEOUT_S, SANITIZE_ENV (VAR=value pairs for the sanitized pytest only, e.g.
 #              VLATTN_ATTN_PERSISTENT=2), SANITIZE_FLAGS (extra compute-sanitizer flags). Do not
