@@ -15,7 +15,7 @@ HEADER = re.compile(r"^  (\S.*?)\s+\((\d+), (\d+), (\d+)\)x\((\d+), 1, 1\)")
 CUTE_SHAPE = re.compile(r"cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)>")
 
 
-EPILOGUES = {"RopeStoreEpilogue": " rope-epi", "RopeDrainEpilogue": " rope-drain"}  # our CUTLASS epilogues
+EPILOGUES = {"RopeStoreEpilogue": " rope-epi"}  # our CUTLASS epilogues
 
 
 def kernel_name(raw: str) -> str:

@@ -2,7 +2,7 @@
 # Each kernel's own duration (Nsight Compute serializes the launches: no overlap with a neighbour, unlike the
 # graph timelines, whose PDL-chained durations include the predecessor's tail) of a layer's QKV op (config "gemm"),
 # one workload, under each value of VLATTN_QKV_GEMM_EPI given: 1 = the rule (RoPE in the GEMM epilogue from 4096
-# rows), 0 = plain GEMMs + the RoPE pass, 2 / 3 / 4 / 6 a forced epilogue tile (csrc/ops/qkv.cpp). The third of
+# rows), 0 = plain GEMMs + the RoPE pass, 2 / 3 / 4 a forced epilogue tile (csrc/ops/qkv.cpp). The third of
 # the script's three calls is the one to read (the first two warm up).
 #
 #   OUT=... bash bench/ncu_qkv_kernels.sh [sorted-by-SOL index, default 14] [values, default "1 0"] [problem, default 007]

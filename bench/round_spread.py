@@ -21,24 +21,26 @@ import statistics
 from vlattn.bench import best_pytorch, round_sizes  # the bench's best-PyTorch rule; how it split a column's calls
 
 
-def per_round(us_all: list, rounds: int) -> list:
-    out, start = [], 0
+def blocks(us_all: list, rounds: int):
+    """A column's timed calls, block by block (the sizes the bench split them into: round_sizes)."""
+    start = 0
     for n in round_sizes(len(us_all), rounds):
-        out.append(statistics.median(us_all[start:start + n]))
+        yield us_all[start:start + n]
         start += n
-    return out
+
+
+def per_round(us_all: list, rounds: int) -> list:
+    return [statistics.median(b) for b in blocks(us_all, rounds)]
 
 
 def by_position(us_all: list, rounds: int) -> list:
-    """Median of the calls at each place in their blocks (blocks of round_sizes; shorter blocks add nothing)."""
+    """Median of the calls at each place in their blocks (a shorter block adds nothing to its missing places)."""
     places: list = []
-    start = 0
-    for n in round_sizes(len(us_all), rounds):
-        for i, t in enumerate(us_all[start:start + n]):
+    for b in blocks(us_all, rounds):
+        for i, t in enumerate(b):
             if i == len(places):
                 places.append([])
             places[i].append(t)
-        start += n
     return [statistics.median(p) for p in places]
 
 

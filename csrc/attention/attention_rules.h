@@ -336,9 +336,9 @@ inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mod
 }
 
 
-// The whole launch decision for p, from the rules above and the switch values (VLATTN_ATTN_*, read once per
-// launch by sm90_attention.cuh). launch() dispatches on it and workspace_bytes() sizes the scratch from it, so
-// the two cannot disagree; tests/cpp pins which kernel each workload shape runs.
+// The whole launch decision for p, from the rules above and the switch values (VLATTN_ATTN_*). attention_plan builds
+// it once per call, sizes the scratch from it and hands the same plan to the launch, so the two cannot disagree;
+// tests/cpp pins which kernel each workload shape runs.
 // Every value of every switch gives the same bits; the defaults are the rules.
 struct LaunchSwitches {
   bool simple = false;  // VLATTN_ATTN_SIMPLE=1: the plain (non-overlapped) consumer loop, 128-key tiles, one CTA
