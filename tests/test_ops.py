@@ -515,6 +515,39 @@ torch.save(result, sys.argv[1])
 """
 
 
+_GROUPED_TAIL_SCRIPT = """
+import sys, torch, vlattn
+from vlattn import _C, dev, reference as R, workloads as W
+(w,) = [w for w in W.load() if w.name == sys.argv[2]]
+inputs = W.make_inputs(w, "cuda")
+result = {"ref": R.mrope_self_attention(**inputs)}
+for value in (1, 3):
+    with dev.switch("VLATTN_QKV_GEMM_STREAMS", value):
+        _C.host_trace()
+        out = torch.full_like(result["ref"], float("nan"))
+        vlattn.mrope_self_attention(**inputs, backend="native", out=out)
+        torch.cuda.synchronize()
+        result[f"out{value}"] = out
+        result[f"marks{value}"] = sum(name == "qkv.gemm_rope.tail_grouped" for name, _ in _C.host_trace())
+torch.save(result, sys.argv[1])
+"""
+
+
+@requires_sm90
+def test_native_grouped_tail_layer(tmp_path):
+    """007 B1 S1024 on the per-launch path (VLATTN_QKV_GROUPED_MIN_M=1025) with VLATTN_QKV_GEMM_STREAMS=3: Q's
+    GEMM alone, then K and V (v token-major, straight into the attention's input) in one grouped GEMM; the
+    host marks show the path taken, and the layer passes the benchmark rule like the default arm."""
+    name = "007[B=1,S=1024]"
+    r = outputs_in_subprocess(_GROUPED_TAIL_SCRIPT, tmp_path / "out.pt",
+                              {"VLATTN_HOST_TRACE": "1", "VLATTN_QKV_GROUPED_MIN_M": "1025"}, name)
+    assert (r["marks1"], r["marks3"]) == (0, 1), (r["marks1"], r["marks3"])
+    w = workload(name)
+    for value in (1, 3):
+        result = W.check_workload(w, r[f"out{value}"], r["ref"])
+        assert result.ok, f"{name} VLATTN_QKV_GEMM_STREAMS={value}: {result}"
+
+
 @requires_sm90
 @pytest.mark.parametrize("name, taken", V_TOKEN_MAJOR_PATHS)
 def test_native_v_token_major_same_bits(name, taken, tmp_path):

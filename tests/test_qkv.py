@@ -297,6 +297,25 @@ def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
                                   "side stream vs one stream")
 
 
+@requires_sm90
+@pytest.mark.parametrize("seq,hq,hkv", [(1024, 8, 2), (1100, 10, 5), (37, 9, 1)])
+def test_gemm_grouped_tail_exact(seq, hq, hkv):
+    """VLATTN_QKV_GEMM_STREAMS=3 (an A/B arm): config "gemm" runs the first group's GEMM alone, then the other
+    groups in one grouped GEMM after it. With exact GEMM inputs every output is the reference's bit for bit:
+    007's K and V in the grouped tail (64 x 192 tiles straddling heads and the problems' ends), 034's vision
+    launch with V alone in it and its text launch with no tail."""
+    from vlattn import dev
+    args = mrope_case(1, seq, hidden=256, hq=hq, hkv=hkv, integer=True, tables="randn")
+    cargs = cross_case(1, seq // 2 + 1, seq, hidden=256, hq=hq, hkv=hkv, integer=True, positions="random")
+    with dev.switch("VLATTN_QKV_GEMM_STREAMS", 3):
+        got = run_mrope(args, HF_SECTION, "gemm")
+        cgot = run_cross(cargs, "gemm")
+    for t, ref, name in zip(got, ref_mrope(args, HF_SECTION), "qkv"):
+        assert_bitwise(t, ref, f"{name} 007 S={seq} hq={hq} hkv={hkv} grouped tail")
+    for t, ref, name in zip(cgot, ref_cross(cargs), "qkv"):
+        assert_bitwise(t, ref, f"{name} 034 Lv={seq} hq={hq} hkv={hkv} grouped tail")
+
+
 _PAIR_STREAMS_SCRIPT = r"""
 import sys, torch, vlattn
 torch.manual_seed(int(sys.argv[2]))

@@ -14,7 +14,8 @@ namespace vlattn {
 
 enum class DevSwitch : int {
   kQkvGemmMinM,        // VLATTN_QKV_GEMM_MIN_M: rows from which config "gemm" is automatic; 0 = never
-  kQkvGemmStreams,     // VLATTN_QKV_GEMM_STREAMS: the last group's GEMM on a second stream (1 rule, 0 never, 2 always)
+  kQkvGemmStreams,     // VLATTN_QKV_GEMM_STREAMS: the last group's GEMM on a second stream (1 rule, 0 never, 2 always;
+                       // 3 the groups after the first as one grouped GEMM after it)
   kQkvPairWaves,       // VLATTN_QKV_PAIR_WAVES: equal groups side by side picked as a pair
   kQkvTuned,           // VLATTN_QKV_TUNED: plain GEMMs alone take the tuned table's entry for their shape
   kQkvRopeMerge,       // VLATTN_QKV_ROPE_MERGE: one RoPE pass for both of 034's launches on the all-GEMMs plan

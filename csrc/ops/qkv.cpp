@@ -200,12 +200,12 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
 
 // The last group's GEMM of the two-pass config runs on a second stream, concurrently with the
 // others, where qkv_gemm_side_stream says so (VLATTN_QKV_GEMM_STREAMS: 1 the rule, 0 never, 2 always; a dev
-// switch). At 1024-2048 rows the K and V projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs
+// switch; 3 takes neither: launch_gemm_rope's grouped tail). At 1024-2048 rows the K and V projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs
 // apiece, and Q's 128x256 tiles leave 20 SMs free (H200): side by side they share the machine instead of
 // running back to back. pair: the launch is two equal-width groups (034's K and V).
 bool gemm_side_stream(int64_t m, bool pair) {
   const int64_t mode = dev_switch(DevSwitch::kQkvGemmStreams);
-  return mode == 0 ? false : mode == 2 ? true : qkv_gemm_side_stream(m, pair);
+  return mode == 0 || mode == 3 ? false : mode == 2 ? true : qkv_gemm_side_stream(m, pair);
 }
 
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
@@ -514,8 +514,46 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   }
   VLATTN_HOST_MARK("qkv.gemm_rope.y");
   const int device = x.get_device();
+  // VLATTN_QKV_GEMM_STREAMS=3 (an A/B arm): the first group's GEMM alone on its tuned tile, then every other
+  // group in one grouped GEMM launch after it, on the caller's stream (007 at 1024 rows: Q one wave of
+  // 128 x 224 tiles, then K and V as 96 tiles of 64 x 192, instead of three GEMMs or the grouped plan's 200
+  // tiles of 128 x 192 in 1.5 waves). Only where the grouped GEMM takes the groups (biases all given or all
+  // None, 16-byte aligned pointers and strides) and no group is on the RoPE-epilogue GEMM; else one stream.
+  GroupedGemmParams tail;
+  GroupedTile tail_tile = GroupedTile::k64x192;
+  size_t tail_bytes = 0;
+  if (dev_switch(DevSwitch::kQkvGemmStreams) == 3 && p.num_groups >= 2 && n_epi == 0 &&
+      p.num_groups - 1 <= kGroupedMaxProblems) {
+    tail.device = device;
+    tail.sm_count = p.sm_count;
+    tail.stream = p.stream;
+    int64_t rows_cols[kGroupedMaxProblems][2] = {};
+    bool ok = true;
+    for (int g = 1; g < p.num_groups; ++g) {
+      const QkvGroup& grp = p.groups[g];
+      GroupedProblem& q = tail.prob[tail.count];
+      q.a = p.x;
+      q.lda = p.ldx;
+      q.b = grp.weight;
+      q.ldb = grp.ldw;
+      q.bias = grp.bias;
+      q.d = direct[g] ? direct_out : y.ptr[rest_index[g]];
+      q.ldd = direct[g] ? direct_ld : y.ld;
+      q.m = static_cast<int>(p.m);
+      q.n = grp.heads * kQkvHeadDim;
+      q.k = p.k;
+      ok = ok && (q.bias != nullptr) == (p.groups[1].bias != nullptr) && reinterpret_cast<uintptr_t>(q.bias) % 16 == 0;
+      rows_cols[tail.count][0] = q.m;
+      rows_cols[tail.count][1] = q.n;
+      ++tail.count;
+    }
+    tail_tile = grouped_tile_for(rows_cols, tail.count, tail.sm_count) == QkvConfig::kGrouped64 ? GroupedTile::k64x192
+                                                                                                : GroupedTile::k128x192;
+    tail_bytes = ok ? grouped_gemm_workspace_bytes(tail, tail_tile) : 0;
+  }
+  const bool tail_grouped = tail_bytes > 0;
   const bool two_equal = p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
-  const bool side = p.num_groups >= 2 && gemm_side_stream(p.m, two_equal);
+  const bool side = !tail_grouped && p.num_groups >= 2 && gemm_side_stream(p.m, two_equal);
   c10::optional<c10::cuda::CUDAStream> side_stream;
   if (side) {
     ForkJoin& ev = fork_join_events(device);
@@ -526,7 +564,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   // Two equal-width groups run side by side: their GEMMs share the machine (gemm_pair_waves_enabled).
   const bool pair = side && two_equal;
   const int concurrent = pair && gemm_pair_waves_enabled() ? 2 : 1;
-  for (int i = 0; i < p.num_groups; ++i) {
+  for (int i = 0; i < (tail_grouped ? 1 : p.num_groups); ++i) {
     // The side stream's group goes first so that it starts with the others, not after them. (Launching it
     // last, for an earlier first launch, measured the same: bench/NOTES.md twenty-fifth session.)
     const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;
@@ -575,6 +613,13 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     VLATTN_HOST_MARK("qkv.gemm_rope.gemm");
     TORCH_CHECK(status == GemmStatus::kSuccess, op, ": projection GEMM (config ", entry->name, ") failed for M=",
                 num(p.m), " N=", num(n), " K=", num(p.k), ": ", gemm_status_string(status));
+  }
+  if (tail_grouped) {  // the caching allocator's block, freed on return: later work on this stream is ordered after
+    const at::Tensor block = byte_block(x, static_cast<int64_t>(tail_bytes));
+    const cudaError_t err = grouped_gemm_sm90(tail, tail_tile, block.data_ptr(), tail_bytes);
+    VLATTN_HOST_MARK("qkv.gemm_rope.tail_grouped");
+    TORCH_CHECK(err == cudaSuccess, op, ": grouped projection GEMM of groups 2..", num(p.num_groups), " failed: ",
+                cudaGetErrorString(err));
   }
   if (side) {
     ForkJoin& ev = fork_join_events(device);
