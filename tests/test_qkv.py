@@ -181,11 +181,12 @@ def test_mrope_exact_rounding(batch, seq, config, section):
 
 
 @requires_sm90
-@pytest.mark.parametrize("seq", [128, 129, 200, 255, 511, 512])
+@pytest.mark.parametrize("seq", [128, 129, 200, 255, 511, 512, 1023, 1024])
 def test_mrope_auto_plan_bounds(seq):
-    """The automatic choice around 007's grouped-plan bounds (qkv_config.h kQkvGroupedMinRows): the fused
-    split-K kernel at 128 rows, the grouped GEMM on 64 x 192 tiles at 129-511, on 128 x 192 from 512;
-    exact GEMM inputs, so every output bit equals the reference stage on each side of a bound."""
+    """The automatic choice around 007's grouped-plan bounds (qkv_config.h kQkvGroupedMinRows,
+    kQkvGroupedMaxRows): the fused split-K kernel at 128 rows, the grouped GEMM on 64 x 192 tiles at
+    129-511, on 128 x 192 at 512-1023, from 1024 Q's GEMM then K and V in one grouped GEMM; exact GEMM
+    inputs, so every output bit equals the reference stage on each side of a bound."""
     args = mrope_case(1, seq, integer=True, tables="randn")
     for got, ref, name in zip(run_mrope(args, SEED_SECTION), ref_mrope(args, SEED_SECTION), "qkv"):
         assert_bitwise(got, ref, f"{name} S={seq} auto")
@@ -291,10 +292,11 @@ torch.save([t.cpu() for t in outs], sys.argv[1])
 
 @requires_sm90
 def test_gemm_config_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
-    """The two-pass config's last GEMM on a forked stream (default) gives the bits of the plain
-    one-stream sequence (VLATTN_QKV_GEMM_STREAMS=0), from the default and from a non-default stream."""
+    """The two-pass config's last GEMM on a forked stream (VLATTN_QKV_GEMM_STREAMS=2; at these 1100 rows the
+    default takes the grouped tail instead) gives the bits of the plain one-stream sequence (0), from the
+    default and from a non-default stream."""
     assert_switch_bitwise_neutral(_GEMM_STREAMS_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_GEMM_STREAMS", 6,
-                                  "side stream vs one stream")
+                                  "side stream vs one stream", values=("2",))
 
 
 @requires_sm90

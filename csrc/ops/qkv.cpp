@@ -514,16 +514,18 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   }
   VLATTN_HOST_MARK("qkv.gemm_rope.y");
   const int device = x.get_device();
-  // VLATTN_QKV_GEMM_STREAMS=3 (an A/B arm): the first group's GEMM alone on its tuned tile, then every other
-  // group in one grouped GEMM launch after it, on the caller's stream (007 at 1024 rows: Q one wave of
-  // 128 x 224 tiles, then K and V as 96 tiles of 64 x 192, instead of three GEMMs or the grouped plan's 200
-  // tiles of 128 x 192 in 1.5 waves). Only where the grouped GEMM takes the groups (biases all given or all
-  // None, 16-byte aligned pointers and strides) and no group is on the RoPE-epilogue GEMM; else one stream.
+  // The grouped tail (qkv_gemm_tail_grouped; VLATTN_QKV_GEMM_STREAMS=3 everywhere): the first group's GEMM
+  // alone on its tuned tile, then every other group in one grouped GEMM launch after it, on the caller's
+  // stream (007 at 1024 rows: Q one wave of 128 x 224 tiles, then K and V as 96 tiles of 64 x 192, instead of
+  // the grouped plan's 200 tiles of 128 x 192 in two waves). Only where the grouped GEMM takes the groups
+  // (biases all given or all None, 16-byte aligned pointers and strides) and no group is on the RoPE-epilogue
+  // GEMM; else the side-stream rule (with 3: one stream).
   GroupedGemmParams tail;
   GroupedTile tail_tile = GroupedTile::k64x192;
   size_t tail_bytes = 0;
-  if (dev_switch(DevSwitch::kQkvGemmStreams) == 3 && p.num_groups >= 2 && n_epi == 0 &&
-      p.num_groups - 1 <= kGroupedMaxProblems) {
+  const int64_t streams_mode = dev_switch(DevSwitch::kQkvGemmStreams);
+  if ((streams_mode == 3 || (streams_mode == 1 && qkv_gemm_tail_grouped(p.m, p.num_groups))) && p.num_groups >= 2 &&
+      n_epi == 0 && p.num_groups - 1 <= kGroupedMaxProblems) {
     tail.device = device;
     tail.sm_count = p.sm_count;
     tail.stream = p.stream;

@@ -98,6 +98,23 @@ inline bool qkv_gemm_side_stream(int64_t m, bool pair) {
   return pair ? m < 4096 : m < 2048;
 }
 
+// 007's grouped plan (qkv_op_plan, below) stops below this many rows: from 1024 007 runs per launch, config
+// kGemmRope with the grouped tail (qkv_gemm_tail_grouped). H200, forty-fifth session (bench/NOTES.md): at 1024
+// rows the grouped plan's 200 tiles of 128 x 192 take two waves on 132 SMs, where Q alone is one wave of
+// 128 x 224 tiles and K and V one of 64 x 192.
+constexpr int64_t kQkvGroupedMaxRows = 1024;
+
+// Whether config kGemmRope runs its first group's GEMM alone and every other group in one grouped GEMM
+// launch after it (csrc/ops/qkv.cpp launch_gemm_rope), instead of a GEMM per group: 007's launch (Q, K, V)
+// from 1024 rows, where the grouped plan stops (kQkvGroupedMaxRows), to 2047, where its last GEMM would
+// otherwise go on a side stream. H200, forty-fifth session (bench/NOTES.md): 007 at 1024 rows, Q one wave of
+// 128 x 224 tiles, then K and V one wave of 64 x 192 tiles. Not for 034's vision launch (K and V: two groups,
+// side by side as a pair). VLATTN_QKV_GEMM_STREAMS: 1 (default) this rule, 3 always where the grouped
+// GEMM takes the groups, 0 / 2 never.
+inline bool qkv_gemm_tail_grouped(int64_t m, int groups) {
+  return groups >= 3 && m >= kQkvGroupedMaxRows && m < 2048;
+}
+
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against
 // the SM count. heads: the launch's total heads (Q + K + V groups); even_groups: every group has an
 // even head count (the 128 x 256 head-pair tiles need it). Measured on the H200: bench/NOTES.md run 7.
@@ -179,7 +196,8 @@ inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64
   if (sm_count <= 0 || count <= 0) return QkvPlan::kPerLaunch;
   int64_t total = 0;
   for (int i = 0; i < launches; ++i) total += launch_rows[i];
-  if (launches == 1) return total >= grouped_min_rows && total < 2048 ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
+  if (launches == 1)
+    return total >= grouped_min_rows && total < kQkvGroupedMaxRows ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
   if (total < 2048) return total > 0 ? QkvPlan::kGemmAll : QkvPlan::kPerLaunch;
   if (total < 4096) return QkvPlan::kPerLaunch;
   const int64_t tiles = grouped_tiles(rows_cols, count, 128, 192);

@@ -499,7 +499,9 @@ bool qkv_plan_rule(std::string& err) {
   EXPECT(plan007(256) == P::kGrouped);
   EXPECT(plan007(512) == P::kGrouped);
   EXPECT(plan007(613) == P::kGrouped);
-  EXPECT(plan007(1024) == P::kGrouped);
+  EXPECT(plan007(1023) == P::kGrouped);
+  EXPECT(plan007(1024) == P::kPerLaunch);  // B8 S128, B4 S256, B1 S1024: Q alone, then K and V grouped
+  EXPECT(plan007(2047) == P::kPerLaunch);
   EXPECT(plan007(2048) == P::kPerLaunch);
   EXPECT(plan034(256, 392) == P::kGemmAll);      // B2 Lq128
   EXPECT(plan034(512, 784) == P::kGemmAll);      // 1296 rows
@@ -565,6 +567,12 @@ bool qkv_epi_rule(std::string& err) {
 // below 2048 (007's three groups) / 4096 (034's K / V pair) side by side, back to back between
 // (bench/NOTES.md, fortieth session calls 1-3).
 bool qkv_side_stream_rule(std::string& err) {
+  // The grouped tail takes 007's launch (three groups) at 1024-2047 rows, the side stream's range there.
+  EXPECT(!qkv_gemm_tail_grouped(1023, 3));
+  EXPECT(qkv_gemm_tail_grouped(1024, 3));
+  EXPECT(qkv_gemm_tail_grouped(2047, 3));
+  EXPECT(!qkv_gemm_tail_grouped(2048, 3));  // B2 S1024: back to back
+  EXPECT(!qkv_gemm_tail_grouped(1568, 2));  // 034's vision launch: its K / V pair side by side
   EXPECT(qkv_gemm_side_stream(1024, false));   // 007 M=1024 (config "gemm"): v beside q and k
   EXPECT(qkv_gemm_side_stream(2047, false));
   EXPECT(!qkv_gemm_side_stream(2048, false));  // 007 B2 S1024: back to back
