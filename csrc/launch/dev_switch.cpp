@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "qkv/qkv_config.h"  // kQkvGemmMinRows, kQkvGroupedMinRows
+#include "qkv/qkv_config.h"  // kQkvGemmMinRows, kQkvGroupedMinRows, kQkvGroupedMaxRows
 
 namespace vlattn {
 namespace {
@@ -30,6 +30,7 @@ constexpr Entry kTable[] = {
     {"VLATTN_QKV_EPI_POS1D", 1, false},
     {"VLATTN_QKV_PLAN", 1, true},
     {"VLATTN_QKV_GROUPED_MIN_M", kQkvGroupedMinRows, false},
+    {"VLATTN_QKV_GROUPED_MAX_M", kQkvGroupedMaxRows, false},
     {"VLATTN_QKV_V_TOKEN_MAJOR", 1, true},
     {"VLATTN_ATTN_SIMPLE", 0, true},
     {"VLATTN_ATTN_MASK_SMEM", 1, false},

@@ -25,6 +25,7 @@ enum class DevSwitch : int {
   kQkvEpiPos1D,        // VLATTN_QKV_EPI_POS1D: 034's q in the epilogue GEMM via a table: 0 off, 1 rule, 2 coop tile
   kQkvPlan,            // VLATTN_QKV_PLAN: the op-level plans
   kQkvGroupedMinM,     // VLATTN_QKV_GROUPED_MIN_M: rows from which 007 takes the grouped plan
+  kQkvGroupedMaxM,     // VLATTN_QKV_GROUPED_MAX_M: rows from which it runs per launch again (with the grouped tail)
   kQkvVTokenMajor,     // VLATTN_QKV_V_TOKEN_MAJOR: the cross layer's v straight from its GEMM, token-major
   kAttnSimple,         // VLATTN_ATTN_SIMPLE: the plain consumer loop (diagnosis)
   kAttnMaskSmem,       // VLATTN_ATTN_MASK_SMEM: stage aligned masks in shared memory

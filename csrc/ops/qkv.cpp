@@ -208,6 +208,13 @@ bool gemm_side_stream(int64_t m, bool pair) {
   return mode == 0 || mode == 3 ? false : mode == 2 ? true : qkv_gemm_side_stream(m, pair);
 }
 
+// 007's grouped plan (qkv_op_plan) below this many rows: kQkvGroupedMaxRows, or VLATTN_QKV_GROUPED_MAX_M (a
+// dev switch; 2048 the rule before the grouped tail). From there to 2047 rows launch_gemm_rope takes the grouped
+// tail (qkv_gemm_tail_grouped).
+int64_t grouped_max_rows() {
+  return dev_switch(DevSwitch::kQkvGroupedMaxM);
+}
+
 // Equal-width groups side by side (034's K and V on the vision tokens) are picked as a pair: the wave
 // model counts both GEMMs' tiles on the one machine (gemm_analytic_pick's `concurrent`). Picked alone,
 // 64x64 tiles won K and V at 392 rows (one wave each) and then ran as two waves side by side: 034 B2
@@ -524,8 +531,9 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   GroupedTile tail_tile = GroupedTile::k64x192;
   size_t tail_bytes = 0;
   const int64_t streams_mode = dev_switch(DevSwitch::kQkvGemmStreams);
-  if ((streams_mode == 3 || (streams_mode == 1 && qkv_gemm_tail_grouped(p.m, p.num_groups))) && p.num_groups >= 2 &&
-      n_epi == 0 && p.num_groups - 1 <= kGroupedMaxProblems) {
+  const bool tail_wanted =
+      streams_mode == 3 || (streams_mode == 1 && qkv_gemm_tail_grouped(p.m, p.num_groups, grouped_max_rows()));
+  if (tail_wanted && p.num_groups >= 2 && n_epi == 0 && p.num_groups - 1 <= kGroupedMaxProblems) {
     tail.device = device;
     tail.sm_count = p.sm_count;
     tail.stream = p.stream;
@@ -808,7 +816,7 @@ QkvPlan plan_for(QkvParams* const* ps, int n) {
       all_or_none = all_or_none && (ps[i]->groups[g].bias != nullptr) == first_bias;
     }
   }
-  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count, grouped_min_rows());
+  const QkvPlan plan = qkv_op_plan(rows, n, rows_cols, count, ps[0]->sm_count, grouped_min_rows(), grouped_max_rows());
   if (!aligned || (plan == QkvPlan::kGrouped && !all_or_none)) return QkvPlan::kPerLaunch;
   return plan;
 }

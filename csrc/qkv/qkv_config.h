@@ -111,8 +111,8 @@ constexpr int64_t kQkvGroupedMaxRows = 1024;
 // 128 x 224 tiles, then K and V one wave of 64 x 192 tiles. Not for 034's vision launch (K and V: two groups,
 // side by side as a pair). VLATTN_QKV_GEMM_STREAMS: 1 (default) this rule, 3 always where the grouped
 // GEMM takes the groups, 0 / 2 never.
-inline bool qkv_gemm_tail_grouped(int64_t m, int groups) {
-  return groups >= 3 && m >= kQkvGroupedMaxRows && m < 2048;
+inline bool qkv_gemm_tail_grouped(int64_t m, int groups, int64_t grouped_max_rows = kQkvGroupedMaxRows) {
+  return groups >= 3 && m >= grouped_max_rows && m < 2048;
 }
 
 // The automatic choice ("" / "auto"): by the number of 128-row output tiles (M rows x heads) against
@@ -191,13 +191,16 @@ constexpr int64_t kQkvGroupedMinRows = 129;
 inline QkvConfig grouped_plan_tile(int launches, int64_t first_launch_rows) {
   return launches == 1 && first_launch_rows < 512 ? QkvConfig::kGrouped64 : QkvConfig::kGrouped128;
 }
+// grouped_max_rows: 007's plan stops there (VLATTN_QKV_GROUPED_MAX_M moves it; 2048 = the rule before the
+// forty-fifth session).
 inline QkvPlan qkv_op_plan(const int64_t* launch_rows, int launches, const int64_t (*rows_cols)[2], int count,
-                           int sm_count, int64_t grouped_min_rows = kQkvGroupedMinRows) {
+                           int sm_count, int64_t grouped_min_rows = kQkvGroupedMinRows,
+                           int64_t grouped_max_rows = kQkvGroupedMaxRows) {
   if (sm_count <= 0 || count <= 0) return QkvPlan::kPerLaunch;
   int64_t total = 0;
   for (int i = 0; i < launches; ++i) total += launch_rows[i];
   if (launches == 1)
-    return total >= grouped_min_rows && total < kQkvGroupedMaxRows ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
+    return total >= grouped_min_rows && total < grouped_max_rows ? QkvPlan::kGrouped : QkvPlan::kPerLaunch;
   if (total < 2048) return total > 0 ? QkvPlan::kGemmAll : QkvPlan::kPerLaunch;
   if (total < 4096) return QkvPlan::kPerLaunch;
   const int64_t tiles = grouped_tiles(rows_cols, count, 128, 192);

@@ -521,6 +521,11 @@ bool qkv_plan_rule(std::string& err) {
   const int64_t r256[1] = {256}, r128[1] = {128};
   EXPECT(qkv_op_plan(r256, 1, m256, 3, 132, 512) == P::kPerLaunch);
   EXPECT(qkv_op_plan(r128, 1, m256, 3, 132, 128) == P::kGrouped);
+  // VLATTN_QKV_GROUPED_MAX_M moves the upper bound: 2048 is the rule before the grouped tail.
+  const int64_t r1024[1] = {1024};
+  const int64_t m1024[3][2] = {{1024, 3584}, {1024, 512}, {1024, 512}};
+  EXPECT(qkv_op_plan(r1024, 1, m1024, 3, 132, kQkvGroupedMinRows, 2048) == P::kGrouped);
+  EXPECT(!qkv_gemm_tail_grouped(1024, 3, 2048));
   // The plan's tile: 64 x 192 for 007 below 512 rows, 128 x 192 otherwise (and for 034's two launches).
   EXPECT(grouped_plan_tile(1, 129) == QkvConfig::kGrouped64);
   EXPECT(grouped_plan_tile(1, 511) == QkvConfig::kGrouped64);
