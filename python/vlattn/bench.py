@@ -427,7 +427,16 @@ class CudaTimer:
                  host_us: Optional[list] = None) -> list[float]:
         """µs per timed call; with ``host_us``, also appends the host time each call took (a probe's view
         of a host path slower than the GPU's first kernels)."""
+        # Warm-up calls take the timed calls' protocol (drain, flush, [spin,] call), so the first timed call
+        # follows exactly what every later one follows. Queued back to back instead, they left the first
+        # timed call of a block after a long drain: 10-26% slower than the block's third on the host-bound
+        # eager columns with one or two warm-up calls alike (bench/NOTES.md, forty-fourth and forty-fifth
+        # sessions, `round_spread.py --positions`).
         for _ in range(warmup):
+            torch.cuda.synchronize()
+            self.scratch.zero_()
+            if self.host_ahead:
+                torch.cuda._sleep(HOST_AHEAD_CYCLES)
             step()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
@@ -2066,10 +2075,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                         "1: each column timed in one block (default 10: the H200's speed drifts within a block "
                         "of 10 calls, bench/NOTES.md forty-second session)")
     p.add_argument("--round-warmup", type=int, default=2,
-                   help="untimed calls before each round's block after the first (which takes --warmup; "
-                        "default 2: after one, a block's first timed call read 10-20%% slower than its others "
-                        "on the host-bound layers' eager columns and 8.5%% on torch.compile's (median), bench/NOTES.md "
-                        "forty-fourth session)")
+                   help="untimed calls before each round's block after the first (which takes --warmup), each "
+                        "drained and flushed like a timed call (default 2; bench/NOTES.md forty-fourth and "
+                        "forty-fifth sessions)")
     p.add_argument("--quick", action="store_true", help="fewer iterations")
     p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh one, recorded)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
