@@ -200,9 +200,10 @@ QkvConfig pick_config(c10::string_view config, const char* op, int64_t m, int64_
 
 // The last group's GEMM of the two-pass config runs on a second stream, concurrently with the
 // others, where qkv_gemm_side_stream says so (VLATTN_QKV_GEMM_STREAMS: 1 the rule, 0 never, 2 always; a dev
-// switch; 3 takes neither: launch_gemm_rope's grouped tail). At 1024-2048 rows the K and V projections are 64 tiles of 64x128 each, ~15 us of mostly idle SMs
-// apiece, and Q's 128x256 tiles leave 20 SMs free (H200): side by side they share the machine instead of
-// running back to back. pair: the launch is two equal-width groups (034's K and V).
+// switch; 3 neither: launch_gemm_rope's grouped tail everywhere). At 1024-2048 rows the K and V projections were
+// 64 tiles of 64x128 each, ~15 us of mostly idle SMs apiece, and Q's 128x256 tiles left 20 SMs free (H200, seventh
+// session): side by side they shared the machine instead of running back to back. 007 takes the grouped tail
+// there now (qkv_gemm_tail_grouped). pair: the launch is two equal-width groups (034's K and V).
 bool gemm_side_stream(int64_t m, bool pair) {
   const int64_t mode = dev_switch(DevSwitch::kQkvGemmStreams);
   return mode == 0 || mode == 3 ? false : mode == 2 ? true : qkv_gemm_side_stream(m, pair);

@@ -108,8 +108,9 @@ constexpr int64_t kQkvGroupedMaxRows = 1024;
 // launch after it (csrc/ops/qkv.cpp launch_gemm_rope), instead of a GEMM per group: 007's launch (Q, K, V)
 // from 1024 rows, where the grouped plan stops (kQkvGroupedMaxRows), to 2047, where its last GEMM would
 // otherwise go on a side stream. H200, forty-fifth session (bench/NOTES.md): 007 at 1024 rows, Q one wave of
-// 128 x 224 tiles, then K and V one wave of 64 x 192 tiles. Not for 034's vision launch (K and V: two groups,
-// side by side as a pair). VLATTN_QKV_GEMM_STREAMS: 1 (default) this rule, 3 always where the grouped
+// 128 x 224 tiles, then K and V one wave of 64 x 192 tiles; in-process A/B against the grouped plan
+// (VLATTN_QKV_GROUPED_MAX_M 2048 vs 1024, graph replay, two calls): B8 S128 -6.8 / -4.0%, B4 S256 -0.4 / -2.6%,
+// B1 S1024 -0.9 / -1.8%. Not for 034's vision launch (K and V: two groups, side by side as a pair). VLATTN_QKV_GEMM_STREAMS: 1 (default) this rule, 3 always where the grouped
 // GEMM takes the groups, 0 / 2 never.
 inline bool qkv_gemm_tail_grouped(int64_t m, int groups, int64_t grouped_max_rows = kQkvGroupedMaxRows) {
   return groups >= 3 && m >= grouped_max_rows && m < 2048;
