@@ -296,6 +296,22 @@ at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
   return at::empty({bytes}, like.options().dtype(at::kByte));
 }
 
+// Group g of launch p as a problem of the grouped GEMM (qkv_grouped.h), its output at d with row stride ldd.
+GroupedProblem grouped_problem(const QkvParams& p, int g, void* d, int64_t ldd) {
+  GroupedProblem q;
+  q.a = p.x;
+  q.lda = p.ldx;
+  q.b = p.groups[g].weight;
+  q.ldb = p.groups[g].ldw;
+  q.bias = p.groups[g].bias;
+  q.d = d;
+  q.ldd = ldd;
+  q.m = p.m;
+  q.n = p.groups[g].heads * kQkvHeadDim;
+  q.k = p.k;
+  return q;
+}
+
 // Config kGemmRope: each group's projection on a CUTLASS GEMM (bias in its epilogue) into its columns
 // of one bf16 workspace y [M, all heads * 128] from the caching allocator, then one RoPE + head-major
 // store kernel. With two or more groups, the last group's GEMM is issued first, on a pool stream that
@@ -541,18 +557,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     int64_t rows_cols[kGroupedMaxProblems][2] = {};
     bool ok = true;
     for (int g = 1; g < p.num_groups; ++g) {
-      const QkvGroup& grp = p.groups[g];
       GroupedProblem& q = tail.prob[tail.count];
-      q.a = p.x;
-      q.lda = p.ldx;
-      q.b = grp.weight;
-      q.ldb = grp.ldw;
-      q.bias = grp.bias;
-      q.d = direct[g] ? direct_out : y.ptr[rest_index[g]];
-      q.ldd = direct[g] ? direct_ld : y.ld;
-      q.m = static_cast<int>(p.m);
-      q.n = grp.heads * kQkvHeadDim;
-      q.k = p.k;
+      q = grouped_problem(p, g, direct[g] ? direct_out : y.ptr[rest_index[g]], direct[g] ? direct_ld : y.ld);
       ok = ok && (q.bias != nullptr) == (p.groups[1].bias != nullptr) && reinterpret_cast<uintptr_t>(q.bias) % 16 == 0;
       rows_cols[tail.count][0] = q.m;
       rows_cols[tail.count][1] = q.n;
@@ -677,17 +683,7 @@ void launch_grouped(const char* op, QkvParams* const* ps, const at::Tensor* xs, 
     for (int g = 0; g < p.num_groups; ++g) {
       TORCH_CHECK(gp.count < kGroupedMaxProblems, op, ": the grouped GEMM takes at most ", num(kGroupedMaxProblems),
                   " projections");
-      GroupedProblem& q = gp.prob[gp.count];
-      q.a = p.x;
-      q.lda = p.ldx;
-      q.b = p.groups[g].weight;
-      q.ldb = p.groups[g].ldw;
-      q.bias = p.groups[g].bias;
-      q.d = y[i].ptr[g];
-      q.ldd = y[i].ld;
-      q.m = p.m;
-      q.n = p.groups[g].heads * kQkvHeadDim;
-      q.k = p.k;
+      const GroupedProblem& q = gp.prob[gp.count] = grouped_problem(p, g, y[i].ptr[g], y[i].ld);
       rows_cols[gp.count][0] = q.m;
       rows_cols[gp.count][1] = q.n;
       ++gp.count;
