@@ -244,8 +244,9 @@ def test_cuda_timer_flushes_l2_outside_the_events(monkeypatch):
 
     times = timer(step, iters=2, warmup=1)
     assert times == pytest.approx([5.0, 5.0])  # µs: the flush's 1 ms is outside the events
-    # The warm-up call takes the timed calls' protocol (drain, flush, call), untimed.
-    assert log == ["sync", "flush", "step"] + ["sync", "flush", "event", "step", "event"] * 2 + ["sync"]
+    # Every event is recorded once first (torch creates it there, outside any timed interval); the warm-up call
+    # takes the timed calls' protocol (drain, flush, call), untimed.
+    assert log == ["event"] * 4 + ["sync", "flush", "step"] + ["sync", "flush", "event", "step", "event"] * 2 + ["sync"]
 
     # host_ahead: a spin kernel between the flush and the start event (the GEMM mode's and the tuner's
     # timer), and nothing else changes.
@@ -254,7 +255,7 @@ def test_cuda_timer_flushes_l2_outside_the_events(monkeypatch):
     ahead.scratch = timer.scratch
     log.clear()
     assert ahead(step, iters=1, warmup=0) == pytest.approx([5.0])
-    assert log == ["sync", "flush", ("spin", bench.HOST_AHEAD_CYCLES), "event", "step", "event", "sync"]
+    assert log == ["event"] * 2 + ["sync", "flush", ("spin", bench.HOST_AHEAD_CYCLES), "event", "step", "event", "sync"]
     assert not timer.host_ahead and bench.parse_args([]).gemm_timer == "ahead"
     assert bench.parse_args([]).qkv_timer == "cold" and bench.parse_args(["--qkv-timer", "ahead"]).qkv_timer == "ahead"
     assert bench.timer_kind(ahead)[0] == "ahead" and bench.timer_kind(timer)[0] == "cold"

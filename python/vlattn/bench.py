@@ -432,14 +432,19 @@ class CudaTimer:
         # timed call of a block after a long drain: 10-26% slower than the block's third on the host-bound
         # eager columns with one or two warm-up calls alike (bench/NOTES.md, forty-fourth and forty-fifth
         # sessions, `round_spread.py --positions`).
+        # torch creates a CUDA event at its first record(): an end event created there put its creation inside
+        # its own call's interval (after the call's launches, counted whenever the GPU is done first). Every
+        # event is recorded once here, before the warm-up calls, so no timed interval creates one.
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        for event in starts + ends:
+            event.record()
         for _ in range(warmup):
             torch.cuda.synchronize()
             self.scratch.zero_()
             if self.host_ahead:
                 torch.cuda._sleep(HOST_AHEAD_CYCLES)
             step()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
         for start, end in zip(starts, ends):
             torch.cuda.synchronize()
             self.scratch.zero_()
