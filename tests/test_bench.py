@@ -619,3 +619,14 @@ def test_test_shards_partition_the_collection(tmp_path):
     assert max(map(len, shards)) - min(map(len, shards)) <= 1
     bad = collect("3/3")
     assert bad.returncode != 0 and "VLATTN_TEST_SHARD must be 'i/n'" in bad.stdout + bad.stderr
+
+
+def test_describe_meta_says_when_t_sol_is_another_gpus():
+    """T_SOL (and %SOL) are the H200's peaks on every device: the header says so on any other GPU, and not on an H200."""
+    meta = {"device": "cuda", "torch": "2.11", "cuda": "13.0", "cudnn": 91900, "commit": "a514427", "driver": "580",
+            "gpu": {"name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132, "l2_bytes": 50 * 2**20}}
+    text = bench.describe_meta(meta)
+    assert "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, L2 50 MiB)" in text and "not an H200" in text
+    assert "989 TFLOP/s" in text and "4.8 TB/s" in text
+    meta["gpu"]["name"] = "NVIDIA H200"
+    assert "not an H200" not in bench.describe_meta(meta)

@@ -388,8 +388,13 @@ def describe_meta(meta: dict) -> str:
         where = (f"{gpu['name']} (sm_{gpu['capability'].replace('.', '')}, {gpu['sm_count']} SMs, "
                  f"L2 {l2}), driver {meta.get('driver')}")
     commit = (meta.get("commit") or "unknown")[:12] + (" (dirty)" if meta.get("dirty") else "")
-    return (f"vlattn bench on {where}; torch {meta['torch']}, CUDA {meta['cuda']}, "
+    text = (f"vlattn bench on {where}; torch {meta['torch']}, CUDA {meta['cuda']}, "
             f"cuDNN {meta['cudnn']}; commit {commit}")
+    if gpu and "H200" not in gpu["name"]:
+        # T_SOL is the targets' (issue 5): the H200's peaks on every device (workloads.PEAK_*).
+        text += (f"\nnot an H200: T_SOL and %SOL stay the H200's ({workloads.PEAK_FLOPS / 1e12:.0f} TFLOP/s dense bf16, "
+                 f"{workloads.PEAK_BYTES_PER_S / 1e12:.1f} TB/s), so they do not compare this GPU with its own peaks")
+    return text
 
 
 # --------------------------------------------------------------------------------------------
