@@ -555,18 +555,16 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     tail.sm_count = p.sm_count;
     tail.stream = p.stream;
     int64_t rows_cols[kGroupedMaxProblems][2] = {};
-    bool ok = true;
     for (int g = 1; g < p.num_groups; ++g) {
       GroupedProblem& q = tail.prob[tail.count];
       q = grouped_problem(p, g, direct[g] ? direct_out : y.ptr[rest_index[g]], direct[g] ? direct_ld : y.ld);
-      ok = ok && (q.bias != nullptr) == (p.groups[1].bias != nullptr) && reinterpret_cast<uintptr_t>(q.bias) % 16 == 0;
       rows_cols[tail.count][0] = q.m;
       rows_cols[tail.count][1] = q.n;
       ++tail.count;
     }
     tail_tile = grouped_tile_for(rows_cols, tail.count, tail.sm_count) == QkvConfig::kGrouped64 ? GroupedTile::k64x192
                                                                                                 : GroupedTile::k128x192;
-    tail_bytes = ok ? grouped_gemm_workspace_bytes(tail, tail_tile) : 0;
+    tail_bytes = grouped_gemm_workspace_bytes(tail, tail_tile);  // 0 where the grouped GEMM refuses the groups
   }
   const bool tail_grouped = tail_bytes > 0;
   const bool two_equal = p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;

@@ -428,15 +428,21 @@ class CudaTimer:
         self.scratch = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device=device)
         self.host_ahead = host_ahead
 
+    def _before_call(self) -> None:
+        """Every call's start, warm-up or timed: drain the queue, flush L2, [hold the GPU with the spin]."""
+        torch.cuda.synchronize()
+        self.scratch.zero_()
+        if self.host_ahead:
+            torch.cuda._sleep(HOST_AHEAD_CYCLES)
+
     def __call__(self, step: Callable[[], Any], iters: int, warmup: int,
                  host_us: Optional[list] = None) -> list[float]:
         """µs per timed call; with ``host_us``, also appends the host time each call took (a probe's view
         of a host path slower than the GPU's first kernels)."""
         # Warm-up calls take the timed calls' protocol (drain, flush, [spin,] call), so the first timed call
-        # follows exactly what every later one follows. Queued back to back instead, they left the first
-        # timed call of a block after a long drain: 10-26% slower than the block's third on the host-bound
-        # eager columns with one or two warm-up calls alike (bench/NOTES.md, forty-fourth and forty-fifth
-        # sessions, `round_spread.py --positions`).
+        # follows exactly what every later one follows. (Queued back to back they left it after a long drain;
+        # that was not what made a block's first timed call 10-30% slower on the host-bound eager columns:
+        # bench/NOTES.md, forty-fifth and forty-sixth sessions, `round_spread.py --positions`.)
         # torch creates a CUDA event at its first record(): an end event created there put its creation inside
         # its own call's interval (after the call's launches, counted whenever the GPU is done first). Every
         # event is recorded once here, before the warm-up calls, so no timed interval creates one.
@@ -445,16 +451,10 @@ class CudaTimer:
         for event in starts + ends:
             event.record()
         for _ in range(warmup):
-            torch.cuda.synchronize()
-            self.scratch.zero_()
-            if self.host_ahead:
-                torch.cuda._sleep(HOST_AHEAD_CYCLES)
+            self._before_call()
             step()
         for start, end in zip(starts, ends):
-            torch.cuda.synchronize()
-            self.scratch.zero_()
-            if self.host_ahead:
-                torch.cuda._sleep(HOST_AHEAD_CYCLES)
+            self._before_call()
             start.record()
             if host_us is None:
                 step()
