@@ -12,6 +12,8 @@
 # and summary.txt stay as they are, unless more than 8 files are left: then all but summary.txt,
 # logs.tar.gz and junit.xml travel in extras.tar.gz.
 # Environment: OUT, CALL_BUDGET_S (default 560: caps every stage's timeout), MAX_JOBS (default 16),
+#              PREBUILT (default 1: install the carried prebuilt/ module that matches this tree instead of building,
+#              scripts/prebuilt.py; 0 always builds),
 #              BENCH_ARGS (extra vlattn-bench args), TEST_PATHS (default tests/), TEST_TIMEOUT_S (default 360: the whole suite took > 270 s on 2026-12-01),
 #              SUITE_PART (1 or 2: one half of the suite by file, when TEST_PATHS is not set; the whole suite,
 #              ~370 s on 2026-12-04, no longer fits beside a build in one call: part 1 took 212 s, part 2 156 s),
@@ -67,6 +69,19 @@ setup_env() {
 }
 
 build() {
+  # A module built on the CPU machine for this tree and torch (scripts/prebuild.sh; carry `prebuilt`) saves the
+  # 130-200 s build; scripts/prebuilt.py installs it only if it matches, and says why not. PREBUILT=0: build.
+  if [ "${PREBUILT:-1}" != 0 ] && [ -d prebuilt ]; then
+    local msg rc
+    msg=$(python3 scripts/prebuilt.py unpack --root . --dir prebuilt --warnings "$OUT/build_warnings.txt" 2>&1)
+    rc=$?
+    log "$msg"
+    if [ $rc -eq 0 ] && python3 scripts/prebuilt.py smoke | tee -a "$OUT/summary.txt"; then
+      return
+    fi
+    log "prebuilt module not used: building"
+    rm -f python/vlattn/_C.*.so
+  fi
   log "build (MAX_JOBS=${MAX_JOBS:-16})"
   local t0=$SECONDS
   MAX_JOBS=${MAX_JOBS:-16} python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
@@ -82,7 +97,7 @@ build() {
 # The suite in two halves by file (SUITE_PART): the fused QKV, layer and host-side tests; the GEMM, attention,
 # dispatch and bench tests. Every tests/test_*.py but test_codegen.py belongs to exactly one (tests/test_bench.py
 # checks that against this script).
-SUITE_PART_1="tests/test_qkv.py tests/test_ops.py tests/test_pdl.py tests/test_cpp.py tests/test_reference.py tests/test_validation.py"
+SUITE_PART_1="tests/test_qkv.py tests/test_ops.py tests/test_pdl.py tests/test_cpp.py tests/test_reference.py tests/test_validation.py tests/test_prebuilt.py"
 SUITE_PART_2="tests/test_gemm.py tests/test_attention.py tests/test_dispatch.py tests/test_dev.py tests/test_bench.py"
 case "${SUITE_PART:-}" in
   ""|1|2) ;;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Build the extension on this (CPU) machine for the device machine, so that a device call skips its
+# 130-200 s build: scripts/prebuilt.py says what is checked there and why.
+#
+#   scripts/prebuild.sh [REV]      # default HEAD; uncommitted edits are not in the build
+#
+# Then name `prebuilt` in the device call's carry (beside `.whl`); scripts/gpu_check.sh uses the module
+# when it matches the device's tree and torch, and builds as before when not (PREBUILT=0 forces a build).
+#
+# Needs a Python with the device's version and torch (KINDS.md: Python 3.12, torch 2.11.0+cu130), the
+# nvidia-cutlass wheel and ninja: PREBUILD_PYTHON (default /work/venv312/bin/python). One way to make it:
+#   python3.12 -m venv /work/venv312 && /work/venv312/bin/pip install torch==2.11.0 "setuptools<82" ninja \
+#     numpy .whl/nvidia_cutlass-4.2.0.0-py3-none-any.whl
+# The commit is exported into PREBUILD_DIR/tree (default /work/.prebuild, outside the repository), where
+# only files whose content changed are rewritten, so ninja recompiles only what changed since the last
+# prebuild (a full build: ~10 min with MAX_JOBS=2 and ~3 GB per job).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+REV=${1:-HEAD}
+SHA=$(git rev-parse --verify "$REV^{commit}")
+PY=${PREBUILD_PYTHON:-/work/venv312/bin/python}
+WORK=${PREBUILD_DIR:-/work/.prebuild}
+OUTDIR=${PREBUILD_OUT:-$REPO/prebuilt}
+[ -x "$PY" ] || { echo "prebuild: no Python at $PY (set PREBUILD_PYTHON; see the header of $0)"; exit 2; }
+for v in VLATTN_GEMM_CONFIGS CUTLASS_PATH; do
+  [ -z "${!v:-}" ] || { echo "prebuild: unset $v: the device's build does not read it"; exit 2; }
+done
+
+mkdir -p "$WORK/tree"
+rm -rf "$WORK/export" && mkdir -p "$WORK/export"
+git archive "$SHA" | tar -x -C "$WORK/export"
+"$PY" - "$WORK/export" "$WORK/tree" <<'PYEOF'
+import filecmp, os, pathlib, shutil, sys
+src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+keep = {"build"}  # ninja's objects and setup.py's generated sources stay between prebuilds
+wanted = {p.relative_to(src) for p in src.rglob("*") if p.is_file()}
+changed = 0
+for rel in sorted(wanted):
+    d = dst / rel
+    if not d.is_file() or not filecmp.cmp(src / rel, d, shallow=False):
+        d.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, d)  # a fresh mtime: ninja sees the change
+        changed += 1
+for p in list(dst.rglob("*")):
+    rel = p.relative_to(dst)
+    if p.is_file() and rel not in wanted and rel.parts[0] not in keep and not (
+            rel.parts[:2] == ("python", "vlattn") and p.name.startswith("_C.")):
+        p.unlink()
+print(f"prebuild: {changed} file(s) changed in {dst}")
+PYEOF
+rm -rf "$WORK/export"
+
+cd "$WORK/tree"
+echo "prebuild: building ${SHA:0:10} with $("$PY" --version) in $WORK/tree (log: $WORK/build.log)"
+t0=$SECONDS
+if ! MAX_JOBS=${MAX_JOBS:-2} "$PY" setup.py build_ext --inplace > "$WORK/build.log" 2>&1; then
+  tail -30 "$WORK/build.log"; echo "prebuild: build failed"; exit 3
+fi
+echo "prebuild: built in $((SECONDS - t0)) s"
+# The tree must still be the commit it was exported from (nothing edits it during the build).
+"$PY" "$REPO/scripts/prebuilt.py" pack --tree "$WORK/tree" --commit "$SHA" --build-log "$WORK/build.log" \
+  --warning-store "$WORK/warnings.json" --out "$OUTDIR"

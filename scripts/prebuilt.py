@@ -1,0 +1,321 @@
+"""A prebuilt extension for the device machine: built here, carried there, used only when it matches.
+
+A device call spends 130-200 s of its 600 s building the extension (bench/NOTES.md). The build needs no GPU,
+so `scripts/prebuild.sh` runs it on this machine against the device's Python and torch (3.12, torch
+2.11.0+cu130: the device tool's KINDS.md) from a clean export of one commit, and `pack` leaves under prebuilt/
+(ignored by git; name it in the device call's `carry`) the module compressed and a manifest of what it was
+built from, in a folder named by the source hash (so main's and a pending branch's builds can travel together). On the device `scripts/gpu_check.sh` calls `unpack`, which installs the module in place of a
+build only if everything the binary depends on matches:
+
+- the source hash: the content of every file the build reads from the tree (`source_files`), hashed here
+  at pack time over the exported commit and there over the device's working tree, so an edit not in the
+  commit, a different commit or a pending patch applied on top all miss;
+- Python's extension suffix (the interpreter ABI), torch's version and git revision (the C++ ABI and the
+  headers the binary was compiled against);
+- no build override in the environment (VLATTN_GEMM_CONFIGS, CUTLASS_PATH);
+- the module's own SHA-256 after decompression.
+
+Anything else makes `unpack` print why and exit 1, and gpu_check.sh builds as before. The nvcc versions of
+both machines are printed but not compared: the binary is what the local nvcc made, and the summary says
+which. Plain Python, no torch at import (the tests run it on the CPU machine).
+
+    python3 scripts/prebuilt.py hash [ROOT]
+    python3 scripts/prebuilt.py pack --tree DIR --commit SHA [--build-log LOG] [--out prebuilt] [--keep 2]
+    python3 scripts/prebuilt.py unpack [--root .] [--dir prebuilt] [--warnings FILE]
+    python3 scripts/prebuilt.py smoke      # after unpack: the module loads (and throws cleanly on a GPU)
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import lzma
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+# Everything setup.py reads from the tree to produce the module (besides CUTLASS's headers and torch's,
+# which the manifest pins by version): the hand-written sources, the build script and its flags, the GEMM
+# config list and the tuned table compiled into the registry.
+SOURCE_DIRS = ("csrc",)
+SOURCE_FILES = ("setup.py", "scripts/build_flags.py", "python/vlattn/gemm_configs.py",
+                "python/vlattn/data/gemm_tuned_h200.json")
+# Build overrides setup.py reads from the environment: a module built without them is not what they ask for.
+BUILD_ENV = ("VLATTN_GEMM_CONFIGS", "CUTLASS_PATH")
+_SKIP_PARTS = {"__pycache__"}
+SLOT_CHARS = 16  # prebuilt/<the first 16 hex digits of the source hash>/: one module per source state
+
+
+class Mismatch(Exception):
+    """The prebuilt module does not fit this tree or interpreter; the message says what differs."""
+
+
+def source_files(root: pathlib.Path) -> list[str]:
+    """Relative paths (POSIX) of the files whose content decides the module, sorted."""
+    root = pathlib.Path(root)
+    found = []
+    for d in SOURCE_DIRS:
+        base = root / d
+        if not base.is_dir():
+            raise Mismatch(f"{base} is not a directory")
+        for p in base.rglob("*"):
+            rel = p.relative_to(root)
+            if p.is_file() and not _SKIP_PARTS & set(rel.parts) and p.suffix != ".pyc":
+                found.append(rel.as_posix())
+    for f in SOURCE_FILES:
+        if not (root / f).is_file():
+            raise Mismatch(f"{root / f} is missing")
+        found.append(f)
+    return sorted(set(found))
+
+
+def source_hash(root: pathlib.Path) -> str:
+    """SHA-256 over each source file's path and content: the same tree gives the same hash anywhere."""
+    root = pathlib.Path(root)
+    h = hashlib.sha256()
+    for rel in source_files(root):
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256((root / rel).read_bytes()).hexdigest().encode() + b"\n")
+    return h.hexdigest()
+
+
+def nvcc_version() -> str:
+    """The last line of `nvcc --version` (its build), or why there is none."""
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    for exe in (os.path.join(cuda, "bin", "nvcc"), "nvcc"):
+        try:
+            out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        if lines:
+            return " / ".join(lines[-2:])
+    return "nvcc not found"
+
+
+def torch_identity() -> dict:
+    import torch  # only here: pack runs under the build's Python, unpack under the device's
+
+    return {"torch_version": torch.__version__, "torch_git_version": torch.version.git_version}
+
+
+def build_warnings(log_text: str) -> list[list]:
+    """The lines gpu_check.sh collects from a device build (ptxas spills and warnings, errors, C7513), as
+    [count, line] pairs, sorted by line."""
+    counts: dict[str, int] = {}
+    for ln in log_text.splitlines():
+        if re.search(r"Registers are spilled|ptxas (warning|error)|error:|C7513", ln):
+            counts[ln.strip()] = counts.get(ln.strip(), 0) + 1
+    return [[n, ln] for ln, n in sorted(counts.items())]
+
+
+_STEP = re.compile(r"^\[\d+/\d+\] (.*)$")
+_SOURCE = re.compile(r"(?:^|\s)-c\s+(\S+\.(?:cu|cpp))(?:\s|$)")
+
+
+def merge_build_log(log_text: str, store: pathlib.Path, tree: pathlib.Path) -> str:
+    """ninja recompiles only what changed, so one build's log holds only those translation units' warnings.
+    Keep each unit's warning lines in ``store`` (JSON: source -> lines), replace the units this log compiled,
+    drop units whose source is gone, and return every unit's lines as one log text."""
+    try:
+        units = json.loads(pathlib.Path(store).read_text())
+    except (OSError, ValueError):
+        units = {}
+    current = None
+    fresh: dict[str, list[str]] = {}
+    for ln in log_text.splitlines():
+        m = _STEP.match(ln)
+        if m:
+            src = _SOURCE.findall(m.group(1))
+            current = src[-1] if src else None
+            if current is not None:
+                fresh[current] = []
+        elif current is not None:
+            fresh[current].append(ln)
+    for src, lines in fresh.items():
+        units[src] = [ln for ln in lines if build_warnings(ln)]
+    units = {src: lines for src, lines in units.items() if pathlib.Path(tree, src).is_file()}
+    pathlib.Path(store).write_text(json.dumps(units, indent=1, sort_keys=True) + "\n")
+    return "\n".join(ln for lines in units.values() for ln in lines)
+
+
+def warning_count(manifest: dict, what: str) -> int:
+    return sum(n for n, ln in manifest["build_warnings"] if what in ln)
+
+
+def find_module(tree: pathlib.Path) -> pathlib.Path:
+    mods = sorted((pathlib.Path(tree) / "python" / "vlattn").glob("_C.*.so"))
+    if len(mods) != 1:
+        raise Mismatch(f"expected one built module python/vlattn/_C.*.so under {tree}; found {len(mods)}")
+    return mods[0]
+
+
+def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = "",
+         identity: dict | None = None, keep: int = 2) -> dict:
+    """Compress the module built in ``tree`` into ``out``/<source hash>/ with its manifest (the newest ``keep``
+    such slots stay); returns the manifest."""
+    tree, out = pathlib.Path(tree), pathlib.Path(out)
+    module = find_module(tree)
+    data = module.read_bytes()
+    suffix = module.name[len("_C"):]
+    if suffix != sysconfig.get_config_var("EXT_SUFFIX"):
+        raise Mismatch(f"{module.name} was not built by this Python (suffix {sysconfig.get_config_var('EXT_SUFFIX')})")
+    manifest = {
+        "format": FORMAT,
+        "commit": commit,
+        "source_hash": source_hash(tree),
+        "module": module.name,
+        "module_sha256": hashlib.sha256(data).hexdigest(),
+        "module_bytes": len(data),
+        "ext_suffix": suffix,
+        "python": sys.version.split()[0],
+        **(identity if identity is not None else torch_identity()),
+        "nvcc": nvcc_version(),
+        "built_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "build_warnings": build_warnings(build_log),
+    }
+    slot = out / manifest["source_hash"][:SLOT_CHARS]
+    if slot.exists():
+        shutil.rmtree(slot)
+    slot.mkdir(parents=True)
+    (slot / (module.name + ".xz")).write_bytes(lzma.compress(data, preset=6))
+    (slot / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    # The carry limit (64 MiB with the tree) holds about two modules: keep the newest ``keep``.
+    slots = sorted((d for d in out.iterdir() if (d / MANIFEST).is_file()), key=lambda d: (d / MANIFEST).stat().st_mtime)
+    for d in slots[:-keep] if keep > 0 else []:
+        shutil.rmtree(d)
+    return manifest
+
+
+def check(manifest: dict, root: pathlib.Path, identity: dict, ext_suffix: str, env: dict) -> None:
+    """Raise Mismatch unless the manifest's module fits this tree, interpreter and environment."""
+    if manifest.get("format") != FORMAT:
+        raise Mismatch(f"manifest format {manifest.get('format')}, this script reads {FORMAT}")
+    set_env = [k for k in BUILD_ENV if env.get(k)]
+    if set_env:
+        raise Mismatch(f"{', '.join(set_env)} set: the build must honour it")
+    if manifest["ext_suffix"] != ext_suffix:
+        raise Mismatch(f"built for {manifest['ext_suffix']}, this Python loads {ext_suffix}")
+    for key in ("torch_version", "torch_git_version"):
+        if manifest[key] != identity[key]:
+            raise Mismatch(f"built against {key} {manifest[key]}, this Python has {identity[key]}")
+    here = source_hash(root)
+    if manifest["source_hash"] != here:
+        raise Mismatch(f"built from commit {manifest['commit'][:10]} whose sources differ from this tree's "
+                       f"(hash {manifest['source_hash'][:12]} vs {here[:12]})")
+
+
+def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, ext_suffix: str | None = None,
+           env: dict | None = None) -> dict:
+    """Install the prebuilt module into ``root``/python/vlattn if it fits (else Mismatch); returns the manifest."""
+    root, src = pathlib.Path(root), pathlib.Path(src)
+    here = source_hash(root)
+    slot = src / here[:SLOT_CHARS]
+    if not (slot / MANIFEST).is_file():
+        have = []
+        for d in sorted(src.glob("*/" + MANIFEST)):
+            try:
+                have.append(json.loads(d.read_text())["commit"][:10])
+            except (OSError, ValueError, KeyError):
+                have.append(f"{d.parent.name} (unreadable)")
+        raise Mismatch(f"none was built from this tree's sources (hash {here[:12]}); {src} has "
+                       f"{', '.join(have) if have else 'none'}")
+    try:
+        manifest = json.loads((slot / MANIFEST).read_text())
+    except (OSError, ValueError) as e:
+        raise Mismatch(f"no readable {slot / MANIFEST}: {e}") from None
+    src = slot
+    check(manifest, root, identity if identity is not None else torch_identity(),
+          ext_suffix if ext_suffix is not None else sysconfig.get_config_var("EXT_SUFFIX"),
+          os.environ if env is None else env)
+    try:
+        data = lzma.decompress((src / (manifest["module"] + ".xz")).read_bytes())
+    except (OSError, lzma.LZMAError) as e:
+        raise Mismatch(f"cannot read the compressed module: {e}") from None
+    if hashlib.sha256(data).hexdigest() != manifest["module_sha256"]:
+        raise Mismatch("the decompressed module's SHA-256 differs from the manifest's")
+    dest_dir = root / "python" / "vlattn"
+    for old in dest_dir.glob("_C.*.so"):
+        old.unlink()  # a module left by an earlier build on a warm machine must not shadow this one
+    tmp = dest_dir / (manifest["module"] + ".tmp")
+    tmp.write_bytes(data)
+    tmp.chmod(0o755)
+    tmp.replace(dest_dir / manifest["module"])
+    return manifest
+
+
+def smoke() -> str:
+    """Load the installed module and, on a GPU, make it throw: a module whose C++ ABI does not match torch's
+    loads fine and then crashed at its first TORCH_CHECK failure (setup.py's note on the C++ standard)."""
+    import torch
+    import vlattn
+
+    info = vlattn.extension_info()
+    if not info.get("built"):
+        raise Mismatch(f"the module does not load: {info.get('error')}")
+    if torch.cuda.is_available():
+        x = torch.zeros(2, 16, dtype=torch.bfloat16, device="cuda")
+        w = torch.zeros(8, 32, dtype=torch.bfloat16, device="cuda")
+        try:
+            torch.ops.vlattn.linear(x, w)
+        except RuntimeError as e:
+            if "vlattn.linear: x must be" not in str(e):
+                raise Mismatch(f"a shape error came back as: {str(e)[:200]}") from None
+        else:
+            raise Mismatch("vlattn.linear accepted a K mismatch")
+    return json.dumps(info)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    h = sub.add_parser("hash", help="print the source hash of a tree")
+    h.add_argument("root", nargs="?", default=".")
+    p = sub.add_parser("pack", help="compress a built module and write its manifest")
+    p.add_argument("--tree", required=True)
+    p.add_argument("--commit", required=True)
+    p.add_argument("--build-log", default="")
+    p.add_argument("--warning-store", default="", help="per-unit warnings kept across incremental builds (JSON)")
+    p.add_argument("--out", default="prebuilt")
+    p.add_argument("--keep", type=int, default=2, help="modules kept in --out, newest first (default 2)")
+    u = sub.add_parser("unpack", help="install the prebuilt module if it matches (exit 1 and why if not)")
+    u.add_argument("--root", default=".")
+    u.add_argument("--dir", default="prebuilt")
+    u.add_argument("--warnings", default="", help="write the build's ptxas warning lines to this file")
+    sub.add_parser("smoke", help="load the installed module (and make it throw a shape error on a GPU)")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "hash":
+            print(source_hash(pathlib.Path(args.root)))
+        elif args.cmd == "pack":
+            log = pathlib.Path(args.build_log).read_text(errors="replace") if args.build_log else ""
+            if args.warning_store:
+                log = merge_build_log(log, pathlib.Path(args.warning_store), pathlib.Path(args.tree))
+            m = pack(pathlib.Path(args.tree), args.commit, pathlib.Path(args.out), log, keep=args.keep)
+            print(f"packed {m['module']} ({m['module_bytes'] / 2**20:.1f} MiB) of {m['commit'][:10]}, "
+                  f"torch {m['torch_version']}, {m['nvcc']}, source hash {m['source_hash'][:12]}, "
+                  f"ptxas spills: {warning_count(m, 'Registers are spilled')}, C7513: {warning_count(m, 'C7513')}")
+        elif args.cmd == "smoke":
+            print(smoke())
+        else:
+            m = unpack(pathlib.Path(args.root), pathlib.Path(args.dir))
+            if args.warnings:
+                pathlib.Path(args.warnings).write_text("".join(f"{n:7d} {ln}\n" for n, ln in m["build_warnings"]))
+            print(f"prebuilt {m['module']} of {m['commit'][:10]} (built {m['built_at']}, torch {m['torch_version']}, "
+                  f"{m['nvcc']}; nvcc here: {nvcc_version()}); ptxas spills: "
+                  f"{warning_count(m, 'Registers are spilled')}; wgmma serialized (C7513): {warning_count(m, 'C7513')}")
+    except Mismatch as e:
+        print(f"prebuilt not used: {e}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

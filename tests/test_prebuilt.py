@@ -1,0 +1,244 @@
+"""scripts/prebuilt.py: the extension built on the CPU machine is installed on the device only when it
+matches that tree, interpreter and torch (CPU only; fake modules, no build)."""
+
+import importlib.util
+import json
+import lzma
+import os
+import pathlib
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("vlattn_prebuilt", ROOT / "scripts" / "prebuilt.py")
+prebuilt = importlib.util.module_from_spec(_spec)
+sys.modules["vlattn_prebuilt"] = prebuilt
+_spec.loader.exec_module(prebuilt)
+
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+IDENTITY = {"torch_version": "2.11.0+cu130", "torch_git_version": "70d99e998b4955e0049d13a98d77ae1b14db1f45"}
+
+
+def make_tree(path: pathlib.Path, module: bytes | None = None) -> pathlib.Path:
+    """A tree with the files the build reads (contents made up) and, optionally, a built module."""
+    files = {
+        "csrc/ops/layers.cpp": "int layers;\n",
+        "csrc/attention/sm90_attention.cuh": "// kernel\n",
+        "csrc/qkv/qkv_sm90.cu": "// qkv\n",
+        "setup.py": "# setup\n",
+        "scripts/build_flags.py": "FLAGS = []\n",
+        "python/vlattn/gemm_configs.py": "GEMM_CONFIGS = []\n",
+        "python/vlattn/data/gemm_tuned_h200.json": "{}\n",
+        "bench/NOTES.md": "notes\n",
+        "tests/test_x.py": "def test(): pass\n",
+    }
+    for rel, text in files.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    if module is not None:
+        (path / "python" / "vlattn" / f"_C{SUFFIX}").write_bytes(module)
+    return path
+
+
+@pytest.fixture
+def packed(tmp_path):
+    """(built tree, prebuilt dir, module bytes, device tree with the same sources and no module)."""
+    data = os.urandom(4096) + b"\0" * 4096
+    tree = make_tree(tmp_path / "built", data)
+    out = tmp_path / "prebuilt"
+    log = "ptxas warning : Registers are spilled to local memory in function 'k'\nnvcc ok\n" * 2
+    prebuilt.pack(tree, "a" * 40, out, build_log=log, identity=IDENTITY)
+    device = make_tree(tmp_path / "device")
+    return tree, out, data, device
+
+
+def slot(out: pathlib.Path) -> pathlib.Path:
+    (d,) = [p.parent for p in out.glob("*/manifest.json")]
+    return d
+
+
+def unpack(device, out, **kw):
+    args = {"identity": IDENTITY, "ext_suffix": SUFFIX, "env": {}}
+    args.update(kw)
+    return prebuilt.unpack(device, out, **args)
+
+
+def test_hash_follows_the_sources_and_nothing_else(tmp_path):
+    a = make_tree(tmp_path / "a")
+    h = prebuilt.source_hash(a)
+    assert prebuilt.source_hash(make_tree(tmp_path / "b")) == h  # same content elsewhere, same hash
+    (a / "bench" / "NOTES.md").write_text("other notes\n")
+    (a / "tests" / "test_x.py").write_text("# changed\n")
+    (a / "csrc" / "__pycache__").mkdir()
+    (a / "csrc" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert prebuilt.source_hash(a) == h
+    for rel in ("csrc/ops/layers.cpp", "setup.py", "scripts/build_flags.py", "python/vlattn/gemm_configs.py",
+                "python/vlattn/data/gemm_tuned_h200.json"):
+        c = make_tree(tmp_path / rel.replace("/", "_"))
+        (c / rel).write_text((c / rel).read_text() + " ")
+        assert prebuilt.source_hash(c) != h, rel
+    d = make_tree(tmp_path / "added")
+    (d / "csrc" / "ops" / "new.h").write_text("")
+    assert prebuilt.source_hash(d) != h
+    e = make_tree(tmp_path / "renamed")
+    (e / "csrc" / "qkv" / "qkv_sm90.cu").rename(e / "csrc" / "qkv" / "qkv_sm91.cu")
+    assert prebuilt.source_hash(e) != h
+
+
+def test_the_repository_sources_are_hashed():
+    """Every file setup.py compiles is in the hash, and the files it reads besides them."""
+    files = set(prebuilt.source_files(ROOT))
+    compiled = {p.relative_to(ROOT).as_posix() for ext in ("*.cpp", "*.cu") for p in (ROOT / "csrc").rglob(ext)}
+    assert compiled and compiled <= files
+    assert set(prebuilt.SOURCE_FILES) <= files
+    setup = (ROOT / "setup.py").read_text()
+    for rel in prebuilt.SOURCE_FILES[1:]:
+        assert pathlib.PurePosixPath(rel).name in setup, f"setup.py no longer reads {rel}: update SOURCE_FILES"
+    for var in prebuilt.BUILD_ENV:
+        assert var in setup or var in (ROOT / "scripts" / "build_flags.py").read_text()
+
+
+def test_pack_then_unpack_installs_the_same_module(packed):
+    tree, out, data, device = packed
+    manifest = json.loads((slot(out) / "manifest.json").read_text())
+    assert slot(out).name == manifest["source_hash"][:16]
+    assert manifest["commit"] == "a" * 40 and manifest["torch_version"] == IDENTITY["torch_version"]
+    assert manifest["source_hash"] == prebuilt.source_hash(tree) == prebuilt.source_hash(device)
+    assert manifest["build_warnings"] == [[2, "ptxas warning : Registers are spilled to local memory in function 'k'"]]
+    assert prebuilt.warning_count(manifest, "Registers are spilled") == 2
+    stale = device / "python" / "vlattn" / "_C.cpython-399-x86_64-linux-gnu.so"
+    stale.write_bytes(b"an earlier build")
+    unpack(device, out)
+    assert (device / "python" / "vlattn" / f"_C{SUFFIX}").read_bytes() == data
+    assert not stale.exists()
+    assert not list((device / "python" / "vlattn").glob("*.tmp"))
+
+
+@pytest.mark.parametrize("case", ["torch", "torch_git", "python", "sources", "env", "corrupt", "tampered", "absent"])
+def test_unpack_refuses_what_does_not_match(packed, case):
+    tree, out, data, device = packed
+    kw = {}
+    if case == "torch":
+        kw["identity"] = {**IDENTITY, "torch_version": "2.14.1+cu130"}
+    elif case == "torch_git":
+        kw["identity"] = {**IDENTITY, "torch_git_version": "0" * 40}
+    elif case == "python":
+        kw["ext_suffix"] = ".cpython-399-x86_64-linux-gnu.so"
+    elif case == "sources":
+        (device / "csrc" / "ops" / "layers.cpp").write_text("int layers = 1;\n")
+    elif case == "env":
+        kw["env"] = {"VLATTN_GEMM_CONFIGS": "128x128_coop"}
+    elif case == "corrupt":
+        xz = next(slot(out).glob("*.xz"))
+        xz.write_bytes(xz.read_bytes()[:100])
+    elif case == "tampered":
+        next(slot(out).glob("*.xz")).write_bytes(lzma.compress(b"another module"))
+    else:
+        (slot(out) / "manifest.json").unlink()
+    existing = device / "python" / "vlattn" / f"_C{SUFFIX}"
+    existing.write_bytes(b"built on the device")
+    with pytest.raises(prebuilt.Mismatch):
+        unpack(device, out, **kw)
+    assert existing.read_bytes() == b"built on the device"  # a refusal leaves the tree as it was
+
+
+def test_modules_of_several_commits_travel_together(packed, tmp_path):
+    """main's and a pending branch's builds side by side: each tree gets its own; the oldest beyond --keep go."""
+    tree, out, data, device = packed
+    branch_data = os.urandom(1000)
+    branch = make_tree(tmp_path / "branch", branch_data)
+    (branch / "csrc" / "ops" / "layers.cpp").write_text("int layers = 2;\n")
+    prebuilt.pack(branch, "c" * 40, out, identity=IDENTITY)
+    assert len(list(out.glob("*/manifest.json"))) == 2
+    unpack(device, out)
+    assert (device / "python" / "vlattn" / f"_C{SUFFIX}").read_bytes() == data
+    (device / "csrc" / "ops" / "layers.cpp").write_text("int layers = 2;\n")  # the branch's sources
+    assert unpack(device, out)["commit"] == "c" * 40
+    assert (device / "python" / "vlattn" / f"_C{SUFFIX}").read_bytes() == branch_data
+    (device / "csrc" / "ops" / "layers.cpp").write_text("int layers = 3;\n")
+    with pytest.raises(prebuilt.Mismatch, match=r"none was built from this tree's sources .* has aaaaaaaaaa, cccccccccc"):
+        unpack(device, out)
+    third = make_tree(tmp_path / "third", b"3")
+    (third / "setup.py").write_text("# 3\n")
+    os.utime(next(out.glob("*/manifest.json")), (1, 1))  # make one slot the oldest whichever it is
+    oldest = [p.parent.name for p in out.glob("*/manifest.json") if p.stat().st_mtime == 1]
+    prebuilt.pack(third, "d" * 40, out, identity=IDENTITY, keep=2)
+    left = {p.parent.name for p in out.glob("*/manifest.json")}
+    assert len(left) == 2 and oldest[0] not in left
+
+
+def test_pack_refuses_a_tree_without_one_module(tmp_path):
+    tree = make_tree(tmp_path / "t")
+    with pytest.raises(prebuilt.Mismatch, match="found 0"):
+        prebuilt.pack(tree, "b" * 40, tmp_path / "out", identity=IDENTITY)
+    (tree / "python" / "vlattn" / "_C.cpython-311-x86_64-linux-gnu.so").write_bytes(b"x")
+    (tree / "python" / "vlattn" / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(b"y")
+    with pytest.raises(prebuilt.Mismatch, match="found 2"):
+        prebuilt.pack(tree, "b" * 40, tmp_path / "out", identity=IDENTITY)
+
+
+def test_cli_says_why_and_exits_1(packed):
+    tree, out, data, device = packed
+    m = json.loads((slot(out) / "manifest.json").read_text())
+    m["torch_git_version"] = "not a revision"  # no torch has it: the CLI's own torch check refuses
+    (slot(out) / "manifest.json").write_text(json.dumps(m))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuilt.py"), "unpack", "--root", str(device),
+                        "--dir", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith("prebuilt not used: ")
+    assert not (device / "python" / "vlattn" / f"_C{SUFFIX}").exists()
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuilt.py"), "hash", str(device)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == prebuilt.source_hash(device)
+
+
+def test_gpu_check_tries_the_prebuilt_module_before_building():
+    script = (ROOT / "scripts" / "gpu_check.sh").read_text()
+    body = script[script.index("build() {"):]
+    assert body.index("scripts/prebuilt.py unpack") < body.index("setup.py build_ext")
+    assert "PREBUILT:-1" in body
+    assert "/prebuilt/" in (ROOT / ".gitignore").read_text().splitlines()
+    assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")]).returncode == 0
+
+
+def test_smoke_reports_whether_the_module_loads():
+    """After unpack, gpu_check.sh runs `smoke`: exit 0 with extension_info's JSON when the module loads (on a GPU
+    it also makes the module throw), else exit 1 and why."""
+    # The child inherits this environment, so it imports the vlattn this process imports (CI: the installed one).
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuilt.py"), "smoke"], capture_output=True,
+                       text=True, timeout=300)
+    spec = importlib.util.find_spec("vlattn._C") if importlib.util.find_spec("vlattn") else None
+    if spec is None:
+        assert r.returncode == 1 and r.stdout.startswith("prebuilt not used: the module does not load"), r.stdout + r.stderr
+    else:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["built"] is True
+
+
+def test_warnings_survive_incremental_builds(tmp_path):
+    """A ninja log names each unit it compiles; a later build that recompiles one unit replaces only its lines."""
+    tree = make_tree(tmp_path / "t")
+    store = tmp_path / "warnings.json"
+    spill = "ptxas warning : Registers are spilled to local memory in function 'k', 20 bytes spill stores"
+    full = "\n".join([
+        f"[1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c {tree}/csrc/qkv/qkv_sm90.cu -o a.o -O3",
+        spill,
+        f"[2/3] c++ -MMD -c -c {tree}/csrc/ops/layers.cpp -o b.o",
+        "some note",
+        "[3/3] c++ a.o b.o -shared -o _C.so",
+    ])
+    merged = prebuilt.merge_build_log(full, store, tree)
+    assert prebuilt.build_warnings(merged) == [[1, spill]]
+    # Nothing recompiled: the spill is still known.
+    assert prebuilt.build_warnings(prebuilt.merge_build_log("ninja: no work to do.", store, tree)) == [[1, spill]]
+    # The unit recompiled without the spill: gone. Another unit gains a C7513 warning.
+    c7513 = "ptxas warning : (C7513) Potential Performance Loss: wgmma.mma_async instructions are serialized"
+    again = "\n".join([f"[1/2] nvcc -c {tree}/csrc/qkv/qkv_sm90.cu -o a.o", "",
+                       f"[2/2] c++ -c {tree}/csrc/ops/layers.cpp -o b.o", c7513])
+    assert prebuilt.build_warnings(prebuilt.merge_build_log(again, store, tree)) == [[1, c7513]]
+    # A unit whose source is gone is dropped.
+    (tree / "csrc" / "ops" / "layers.cpp").unlink()
+    assert prebuilt.merge_build_log("", store, tree) == ""
