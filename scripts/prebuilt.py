@@ -101,8 +101,10 @@ def nvcc_version() -> str:
 
 
 def torch_identity() -> dict:
-    import torch  # only here: pack runs under the build's Python, unpack under the device's
-
+    try:
+        import torch  # only here: pack runs under the build's Python, unpack under the device's
+    except ImportError as e:
+        raise Mismatch(f"this Python has no torch ({e})") from None
     return {"torch_version": torch.__version__, "torch_git_version": torch.version.git_version}
 
 
