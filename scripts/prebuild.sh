@@ -61,3 +61,19 @@ echo "prebuild: built in $((SECONDS - t0)) s"
 # The tree must still be the commit it was exported from (nothing edits it during the build).
 "$PY" "$REPO/scripts/prebuilt.py" pack --tree "$WORK/tree" --commit "$SHA" --build-log "$WORK/build.log" \
   --warning-store "$WORK/warnings.json" --out "$OUTDIR"
+# The device call carries the working tree (tracked and untracked-not-ignored files) plus the carried paths,
+# 64 MiB in all: say how close this comes (bench/runs grows every session; --keep 1 leaves one module).
+"$PY" - "$REPO" "$OUTDIR" <<'PYEOF'
+import os, pathlib, subprocess, sys
+repo, outdir = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+files = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                       capture_output=True, check=True).stdout.split(b"\0")
+tree = sum((repo / os.fsdecode(f)).stat().st_size for f in files if f and (repo / os.fsdecode(f)).is_file())
+carried = {name: sum(p.stat().st_size for p in (repo / name).rglob("*") if p.is_file())
+           for name in (".whl", outdir.relative_to(repo).as_posix() if outdir.is_relative_to(repo) else None)
+           if name and (repo / name).is_dir()}
+total = tree + sum(carried.values())
+parts = ", ".join(f"{k} {v / 2**20:.1f}" for k, v in carried.items())
+print(f"prebuild: a device call carrying {' and '.join(carried) or 'nothing'} sends {total / 2**20:.1f} MiB "
+      f"(tree {tree / 2**20:.1f}, {parts}) of 64 MiB" + ("  ** over 60 MiB: carry less **" if total > 60 * 2**20 else ""))
+PYEOF
