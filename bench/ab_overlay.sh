@@ -2,8 +2,7 @@
 # Before / after of whole-file changes in one device call, on one machine and one build tree: run
 # AB_CMDS on the extension as built, then for each DIR overlay its files onto the tree (DIR mirrors
 # the repository's layout; overlays accumulate), rebuild in place (ninja recompiles only the
-# translation units that include a changed file; a matching prebuilt module, if carried, instead) and run
-# AB_CMDS again.
+# translation units that include a changed file) and run AB_CMDS again.
 #
 #   AB_CMDS='bash bench/ncu_resident.sh 9 :: python3 bench/probe_attn_shapes.py --workloads 034:1 --iters 20' \
 #     OUT=... bash bench/ab_overlay.sh ab_overlay/v1 [ab_overlay/v2 ...]
@@ -45,16 +44,9 @@ for overlay in "$@"; do
   cp -r "$overlay"/. .
   mkdir -p "$root/$k"
   t0=$SECONDS
-  # A module prebuilt on the CPU machine from exactly these sources (scripts/prebuilt.py: e.g. main's, when the
-  # overlay puts back every file a pending branch changed) replaces the rebuild; PREBUILT=0 rebuilds anyway.
-  if [ "${PREBUILT:-1}" != 0 ] && [ -d prebuilt ] \
-      && python3 scripts/prebuilt.py unpack --root . --dir prebuilt > "$root/$k/build.log" 2>&1; then
-    echo "== arm $k: $(cat "$root/$k/build.log")"
-  else
-    MAX_JOBS=${MAX_JOBS:-16} python3 setup.py build_ext --inplace >> "$root/$k/build.log" 2>&1 \
-      || { echo "rebuild failed"; tail -30 "$root/$k/build.log"; status=3; break; }
-    echo "== arm $k rebuilt in $((SECONDS - t0)) s"
-  fi
+  MAX_JOBS=${MAX_JOBS:-16} python3 setup.py build_ext --inplace > "$root/$k/build.log" 2>&1 \
+    || { echo "rebuild failed"; tail -30 "$root/$k/build.log"; status=3; break; }
+  echo "== arm $k rebuilt in $((SECONDS - t0)) s"
   run_arm "$k"
 done
 tar czf "$OUT/ab.tar.gz" -C "$OUT" ab && rm -rf "$root"

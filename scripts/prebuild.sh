@@ -23,43 +23,31 @@ PY=${PREBUILD_PYTHON:-/work/venv312/bin/python}
 WORK=${PREBUILD_DIR:-/work/.prebuild}
 OUTDIR=${PREBUILD_OUT:-$REPO/prebuilt}
 [ -x "$PY" ] || { echo "prebuild: no Python at $PY (set PREBUILD_PYTHON; see the header of $0)"; exit 2; }
-for v in VLATTN_GEMM_CONFIGS CUTLASS_PATH; do
+# The build overrides scripts/prebuilt.py refuses on the device (BUILD_ENV) must not shape the module here either.
+for v in VLATTN_GEMM_CONFIGS CUTLASS_PATH NVCC_APPEND_FLAGS NVCC_PREPEND_FLAGS CFLAGS CPPFLAGS CXXFLAGS LDFLAGS PYTORCH_NVCC; do
   [ -z "${!v:-}" ] || { echo "prebuild: unset $v: the device's build does not read it"; exit 2; }
 done
 
 mkdir -p "$WORK/tree"
 rm -rf "$WORK/export" && mkdir -p "$WORK/export"
 git archive "$SHA" | tar -x -C "$WORK/export"
-"$PY" - "$WORK/export" "$WORK/tree" <<'PYEOF'
-import filecmp, os, pathlib, shutil, sys
-src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-keep = {"build"}  # ninja's objects and setup.py's generated sources stay between prebuilds
-wanted = {p.relative_to(src) for p in src.rglob("*") if p.is_file()}
-changed = 0
-for rel in sorted(wanted):
-    d = dst / rel
-    if not d.is_file() or not filecmp.cmp(src / rel, d, shallow=False):
-        d.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src / rel, d)  # a fresh mtime: ninja sees the change
-        changed += 1
-for p in list(dst.rglob("*")):
-    rel = p.relative_to(dst)
-    if p.is_file() and rel not in wanted and rel.parts[0] not in keep and not (
-            rel.parts[:2] == ("python", "vlattn") and p.name.startswith("_C.")):
-        p.unlink()
-print(f"prebuild: {changed} file(s) changed in {dst}")
-PYEOF
+"$PY" "$REPO/scripts/prebuilt.py" sync --src "$WORK/export" --dst "$WORK/tree"
 rm -rf "$WORK/export"
 
 cd "$WORK/tree"
 echo "prebuild: building ${SHA:0:10} with $("$PY" --version) in $WORK/tree (log: $WORK/build.log)"
 t0=$SECONDS
-if ! MAX_JOBS=${MAX_JOBS:-2} "$PY" setup.py build_ext --inplace > "$WORK/build.log" 2>&1; then
-  tail -30 "$WORK/build.log"; echo "prebuild: build failed"; exit 3
+# No PYTHONPATH: setup.py finds CUTLASS through the import system, which must be this venv's wheel.
+if ! env -u PYTHONPATH MAX_JOBS=${MAX_JOBS:-2} "$PY" setup.py build_ext --inplace > "$WORK/build.log" 2>&1; then
+  tail -30 "$WORK/build.log"
+  # ninja will not recompile the units this build did compile: keep their warning lines for later manifests.
+  "$PY" "$REPO/scripts/prebuilt.py" merge-warnings --tree "$WORK/tree" --build-log "$WORK/build.log" \
+    --warning-store "$WORK/warnings.json" || true
+  echo "prebuild: build failed"; exit 3
 fi
 echo "prebuild: built in $((SECONDS - t0)) s"
 # The tree must still be the commit it was exported from (nothing edits it during the build).
-"$PY" "$REPO/scripts/prebuilt.py" pack --tree "$WORK/tree" --commit "$SHA" --build-log "$WORK/build.log" \
+env -u PYTHONPATH "$PY" "$REPO/scripts/prebuilt.py" pack --tree "$WORK/tree" --commit "$SHA" --build-log "$WORK/build.log" \
   --warning-store "$WORK/warnings.json" --out "$OUTDIR"
 # The device call carries the working tree (tracked and untracked-not-ignored files) plus the carried paths,
 # 64 MiB in all: say how close this comes (bench/runs grows every session; --keep 1 leaves one module).
@@ -70,10 +58,10 @@ files = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "-
                        capture_output=True, check=True).stdout.split(b"\0")
 tree = sum((repo / os.fsdecode(f)).stat().st_size for f in files if f and (repo / os.fsdecode(f)).is_file())
 carried = {name: sum(p.stat().st_size for p in (repo / name).rglob("*") if p.is_file())
-           for name in (".whl", outdir.relative_to(repo).as_posix() if outdir.is_relative_to(repo) else None)
+           for name in (".whl", "ab_overlay", outdir.relative_to(repo).as_posix() if outdir.is_relative_to(repo) else None)
            if name and (repo / name).is_dir()}
 total = tree + sum(carried.values())
 parts = ", ".join(f"{k} {v / 2**20:.1f}" for k, v in carried.items())
-print(f"prebuild: a device call carrying {' and '.join(carried) or 'nothing'} sends {total / 2**20:.1f} MiB "
+print(f"prebuild: a device call carrying {', '.join(carried) or 'nothing'} sends {total / 2**20:.1f} MiB "
       f"(tree {tree / 2**20:.1f}, {parts}) of 64 MiB" + ("  ** over 60 MiB: carry less **" if total > 60 * 2**20 else ""))
 PYEOF

@@ -11,18 +11,19 @@ build only if everything the binary depends on matches:
   at pack time over the exported commit and there over the device's working tree, so an edit not in the
   commit, a different commit or a pending patch applied on top all miss;
 - Python's extension suffix (the interpreter ABI), torch's version and git revision (the C++ ABI and the
-  headers the binary was compiled against);
-- no build override in the environment (VLATTN_GEMM_CONFIGS, CUTLASS_PATH);
+  headers the binary was compiled against), and the nvidia-cutlass wheel's version where one is installed;
+- no build override in the environment (`BUILD_ENV`);
 - the module's own SHA-256 after decompression.
 
-Anything else makes `unpack` print why and exit 1, and gpu_check.sh builds as before. The nvcc versions of
-both machines are printed but not compared: the binary is what the local nvcc made, and the summary says
-which. Plain Python, no torch at import (the tests run it on the CPU machine).
+Anything else makes `unpack` print why and exit 1, and gpu_check.sh builds as before. The nvcc and host
+compiler versions are printed, not compared: the binary is what this machine's nvcc and g++ made (the device
+image's g++ differs: host code only), and the summary says which. Not for `bench/ab_overlay.sh` runs, whose arms
+rebuild in place (gpu_check.sh builds on the device when PROBE_CMDS names it). Plain Python, no torch at import (the tests run it on the CPU machine).
 
     python3 scripts/prebuilt.py hash [ROOT]
     python3 scripts/prebuilt.py pack --tree DIR --commit SHA [--build-log LOG] [--out prebuilt] [--keep 2]
     python3 scripts/prebuilt.py unpack [--root .] [--dir prebuilt] [--warnings FILE]
-    python3 scripts/prebuilt.py smoke      # after unpack: the module loads (and throws cleanly on a GPU)
+    python3 scripts/prebuilt.py smoke [--root .]   # after unpack: the module loads and throws cleanly
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import sysconfig
 
-FORMAT = 1
+FORMAT = 2
 MANIFEST = "manifest.json"
 # Everything setup.py reads from the tree to produce the module (besides CUTLASS's headers and torch's,
 # which the manifest pins by version): the hand-written sources, the build script and its flags, the GEMM
@@ -47,8 +48,14 @@ MANIFEST = "manifest.json"
 SOURCE_DIRS = ("csrc",)
 SOURCE_FILES = ("setup.py", "scripts/build_flags.py", "python/vlattn/gemm_configs.py",
                 "python/vlattn/data/gemm_tuned_h200.json")
-# Build overrides setup.py reads from the environment: a module built without them is not what they ask for.
-BUILD_ENV = ("VLATTN_GEMM_CONFIGS", "CUTLASS_PATH")
+# Build overrides in the environment: setup.py's own (SETUP_ENV), and the compilers' and setuptools' (nvcc
+# appends or prepends flags, setuptools adds C/C++/link flags, torch takes another nvcc). A module built without
+# them is not what they ask for. (CUDA_HOME, TORCH_CUDA_ARCH_LIST and MAX_JOBS change no code: the explicit
+# -gencode of scripts/build_flags.py decides the device code.)
+SETUP_ENV = ("VLATTN_GEMM_CONFIGS", "CUTLASS_PATH")
+BUILD_ENV = SETUP_ENV + ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "CFLAGS", "CPPFLAGS", "CXXFLAGS", "LDFLAGS",
+                         "PYTORCH_NVCC")
+CUTLASS_DIST = "nvidia-cutlass"  # the headers' version: setup.py reads CUTLASS from this wheel
 _SKIP_PARTS = {"__pycache__"}
 SLOT_CHARS = 16  # prebuilt/<the first 16 hex digits of the source hash>/: one module per source state
 
@@ -98,6 +105,25 @@ def nvcc_version() -> str:
         if lines:
             return " / ".join(lines[-2:])
     return "nvcc not found"
+
+
+def cxx_version() -> str:
+    """The first line of `c++ --version`: the host code's compiler (informational: the device's may differ)."""
+    try:
+        out = subprocess.run(["c++", "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "c++ not found"
+    return out.splitlines()[0] if out else "c++ not found"
+
+
+def cutlass_version() -> str | None:
+    """The installed nvidia-cutlass wheel's version, None when there is none."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(CUTLASS_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def torch_identity() -> dict:
@@ -152,6 +178,46 @@ def warning_count(manifest: dict, what: str) -> int:
     return sum(n for n, ln in manifest["build_warnings"] if what in ln)
 
 
+def sync_tree(src: pathlib.Path, dst: pathlib.Path, keep: tuple[str, ...] = ("build",)) -> int:
+    """Make ``dst`` hold exactly ``src``'s files (prebuild.sh: a commit's export onto the build tree), rewriting
+    only files whose content differs, so that ninja recompiles only what changed; top-level folders in ``keep``
+    (ninja's objects, setup.py's generated sources) and built modules python/vlattn/_C.* stay. Returns the
+    number of files written."""
+    import filecmp
+
+    src, dst = pathlib.Path(src), pathlib.Path(dst)
+    wanted = {p.relative_to(src) for p in src.rglob("*") if p.is_file() or p.is_symlink()}
+    dirs = {q for rel in wanted for q in rel.parents}
+    dst.mkdir(parents=True, exist_ok=True)
+    # First remove what src does not have (and a folder where src has a file), deepest first; then copy: a
+    # path that turned from a file into a folder (or back) cannot block the copy.
+    for p in sorted(dst.rglob("*"), key=lambda q: len(q.parts), reverse=True):
+        rel = p.relative_to(dst)
+        if rel.parts[0] in keep or (rel.parts[:2] == ("python", "vlattn") and p.name.startswith("_C.")):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            if rel in wanted:
+                shutil.rmtree(p)
+            elif rel not in dirs and not any(p.iterdir()):
+                p.rmdir()
+        elif rel not in wanted or rel in dirs:
+            p.unlink()
+    written = 0
+    for rel in sorted(wanted):
+        s, d = src / rel, dst / rel
+        if not s.is_symlink() and d.is_file() and not d.is_symlink() and filecmp.cmp(s, d, shallow=False):
+            continue
+        d.parent.mkdir(parents=True, exist_ok=True)
+        if d.is_symlink() or d.exists():
+            d.unlink()
+        if s.is_symlink():
+            d.symlink_to(os.readlink(s))
+        else:
+            shutil.copyfile(s, d)  # a fresh mtime: ninja sees the change
+        written += 1
+    return written
+
+
 def find_module(tree: pathlib.Path) -> pathlib.Path:
     mods = sorted((pathlib.Path(tree) / "python" / "vlattn").glob("_C.*.so"))
     if len(mods) != 1:
@@ -160,7 +226,7 @@ def find_module(tree: pathlib.Path) -> pathlib.Path:
 
 
 def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = "",
-         identity: dict | None = None, keep: int = 2) -> dict:
+         identity: dict | None = None, keep: int = 2, cutlass: str | None = None) -> dict:
     """Compress the module built in ``tree`` into ``out``/<source hash>/ with its manifest (the newest ``keep``
     such slots stay); returns the manifest."""
     tree, out = pathlib.Path(tree), pathlib.Path(out)
@@ -169,6 +235,8 @@ def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = ""
     suffix = module.name[len("_C"):]
     if suffix != sysconfig.get_config_var("EXT_SUFFIX"):
         raise Mismatch(f"{module.name} was not built by this Python (suffix {sysconfig.get_config_var('EXT_SUFFIX')})")
+    if (cutlass if cutlass is not None else cutlass_version()) is None:
+        raise Mismatch(f"no {CUTLASS_DIST} installed: which CUTLASS the module was built with is unknown")
     manifest = {
         "format": FORMAT,
         "commit": commit,
@@ -180,6 +248,8 @@ def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = ""
         "python": sys.version.split()[0],
         **(identity if identity is not None else torch_identity()),
         "nvcc": nvcc_version(),
+        "cxx": cxx_version(),
+        "cutlass": cutlass if cutlass is not None else cutlass_version(),
         "built_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "build_warnings": build_warnings(build_log),
     }
@@ -196,10 +266,15 @@ def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = ""
     return manifest
 
 
-def check(manifest: dict, root: pathlib.Path, identity: dict, ext_suffix: str, env: dict) -> None:
-    """Raise Mismatch unless the manifest's module fits this tree, interpreter and environment."""
+def check(manifest: dict, root: pathlib.Path, identity: dict, ext_suffix: str, env: dict,
+          cutlass: str | None) -> None:
+    """Raise Mismatch unless the manifest's module fits this tree, interpreter and environment. ``cutlass``: the
+    nvidia-cutlass version a build here would use (None: none is installed, so no build could run here, and the
+    module's CUTLASS is taken as it is)."""
     if manifest.get("format") != FORMAT:
         raise Mismatch(f"manifest format {manifest.get('format')}, this script reads {FORMAT}")
+    if cutlass is not None and manifest["cutlass"] != cutlass:
+        raise Mismatch(f"built with {CUTLASS_DIST} {manifest['cutlass']}, a build here would use {cutlass}")
     set_env = [k for k in BUILD_ENV if env.get(k)]
     if set_env:
         raise Mismatch(f"{', '.join(set_env)} set: the build must honour it")
@@ -214,8 +289,11 @@ def check(manifest: dict, root: pathlib.Path, identity: dict, ext_suffix: str, e
                        f"(hash {manifest['source_hash'][:12]} vs {here[:12]})")
 
 
+_UNSET = object()
+
+
 def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, ext_suffix: str | None = None,
-           env: dict | None = None) -> dict:
+           env: dict | None = None, cutlass=_UNSET) -> dict:
     """Install the prebuilt module into ``root``/python/vlattn if it fits (else Mismatch); returns the manifest."""
     root, src = pathlib.Path(root), pathlib.Path(src)
     here = source_hash(root)
@@ -236,7 +314,7 @@ def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, 
     src = slot
     check(manifest, root, identity if identity is not None else torch_identity(),
           ext_suffix if ext_suffix is not None else sysconfig.get_config_var("EXT_SUFFIX"),
-          os.environ if env is None else env)
+          os.environ if env is None else env, cutlass_version() if cutlass is _UNSET else cutlass)
     try:
         data = lzma.decompress((src / (manifest["module"] + ".xz")).read_bytes())
     except (OSError, lzma.LZMAError) as e:
@@ -253,25 +331,31 @@ def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, 
     return manifest
 
 
-def smoke() -> str:
-    """Load the installed module and, on a GPU, make it throw: a module whose C++ ABI does not match torch's
-    loads fine and then crashed at its first TORCH_CHECK failure (setup.py's note on the C++ standard)."""
+def smoke(root: pathlib.Path | None = None) -> str:
+    """Load the module and make it throw: a module whose C++ ABI does not match torch's loads fine and then
+    crashed at its first TORCH_CHECK failure (setup.py's note on the C++ standard). The shape check comes
+    before the device check, so CPU tensors reach it (the CPU kernel is registered). With ``root``, the module
+    loaded must be the one under root/python/vlattn (the one unpack installed)."""
     import torch
     import vlattn
+    from vlattn import _ext
 
     info = vlattn.extension_info()
     if not info.get("built"):
         raise Mismatch(f"the module does not load: {info.get('error')}")
-    if torch.cuda.is_available():
-        x = torch.zeros(2, 16, dtype=torch.bfloat16, device="cuda")
-        w = torch.zeros(8, 32, dtype=torch.bfloat16, device="cuda")
-        try:
-            torch.ops.vlattn.linear(x, w)
-        except RuntimeError as e:
-            if "vlattn.linear: x must be" not in str(e):
-                raise Mismatch(f"a shape error came back as: {str(e)[:200]}") from None
-        else:
-            raise Mismatch("vlattn.linear accepted a K mismatch")
+    if root is not None:
+        loaded = pathlib.Path(_ext._C.__file__).resolve()
+        if loaded.parent != (pathlib.Path(root) / "python" / "vlattn").resolve():
+            raise Mismatch(f"the module loaded is {loaded}, not the one under {root}/python/vlattn")
+    x = torch.zeros(2, 16, dtype=torch.bfloat16)
+    w = torch.zeros(8, 32, dtype=torch.bfloat16)
+    try:
+        torch.ops.vlattn.linear(x, w)
+    except RuntimeError as e:
+        if "vlattn.linear: x must be" not in str(e):
+            raise Mismatch(f"a shape error came back as: {str(e)[:200]}") from None
+    else:
+        raise Mismatch("vlattn.linear accepted a K mismatch")
     return json.dumps(info)
 
 
@@ -291,7 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--root", default=".")
     u.add_argument("--dir", default="prebuilt")
     u.add_argument("--warnings", default="", help="write the build's ptxas warning lines to this file")
-    sub.add_parser("smoke", help="load the installed module (and make it throw a shape error on a GPU)")
+    sm = sub.add_parser("smoke", help="load the module and make it throw a shape error")
+    sm.add_argument("--root", default=None, help="the module loaded must be ROOT/python/vlattn's")
+    sy = sub.add_parser("sync", help="make DST hold SRC's files, rewriting only those that changed")
+    sy.add_argument("--src", required=True)
+    sy.add_argument("--dst", required=True)
+    mw = sub.add_parser("merge-warnings", help="keep a (failed) build's per-unit warning lines in the store")
+    mw.add_argument("--tree", required=True)
+    mw.add_argument("--build-log", required=True)
+    mw.add_argument("--warning-store", required=True)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "hash":
@@ -305,13 +397,18 @@ def main(argv: list[str] | None = None) -> int:
                   f"torch {m['torch_version']}, {m['nvcc']}, source hash {m['source_hash'][:12]}, "
                   f"ptxas spills: {warning_count(m, 'Registers are spilled')}, C7513: {warning_count(m, 'C7513')}")
         elif args.cmd == "smoke":
-            print(smoke())
+            print(smoke(pathlib.Path(args.root) if args.root else None))
+        elif args.cmd == "sync":
+            print(f"prebuild: {sync_tree(pathlib.Path(args.src), pathlib.Path(args.dst))} file(s) written in {args.dst}")
+        elif args.cmd == "merge-warnings":
+            merge_build_log(pathlib.Path(args.build_log).read_text(errors="replace"), pathlib.Path(args.warning_store),
+                            pathlib.Path(args.tree))
         else:
             m = unpack(pathlib.Path(args.root), pathlib.Path(args.dir))
             if args.warnings:
                 pathlib.Path(args.warnings).write_text("".join(f"{n:7d} {ln}\n" for n, ln in m["build_warnings"]))
             print(f"prebuilt {m['module']} of {m['commit'][:10]} (built {m['built_at']}, torch {m['torch_version']}, "
-                  f"{m['nvcc']}; nvcc here: {nvcc_version()}); ptxas spills: "
+                  f"cutlass {m['cutlass']}, {m['nvcc']}, {m['cxx']}; here: {nvcc_version()}, {cxx_version()}); ptxas spills: "
                   f"{warning_count(m, 'Registers are spilled')}; wgmma serialized (C7513): {warning_count(m, 'C7513')}")
     except Mismatch as e:
         print(f"prebuilt not used: {e}")

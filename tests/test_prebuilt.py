@@ -6,6 +6,8 @@ import json
 import lzma
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -20,6 +22,7 @@ _spec.loader.exec_module(prebuilt)
 
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 IDENTITY = {"torch_version": "2.11.0+cu130", "torch_git_version": "70d99e998b4955e0049d13a98d77ae1b14db1f45"}
+CUTLASS = "4.2.0.0"
 
 
 def make_tree(path: pathlib.Path, module: bytes | None = None) -> pathlib.Path:
@@ -50,7 +53,7 @@ def packed(tmp_path):
     tree = make_tree(tmp_path / "built", data)
     out = tmp_path / "prebuilt"
     log = "ptxas warning : Registers are spilled to local memory in function 'k'\nnvcc ok\n" * 2
-    prebuilt.pack(tree, "a" * 40, out, build_log=log, identity=IDENTITY)
+    prebuilt.pack(tree, "a" * 40, out, build_log=log, identity=IDENTITY, cutlass=CUTLASS)
     device = make_tree(tmp_path / "device")
     return tree, out, data, device
 
@@ -61,7 +64,7 @@ def slot(out: pathlib.Path) -> pathlib.Path:
 
 
 def unpack(device, out, **kw):
-    args = {"identity": IDENTITY, "ext_suffix": SUFFIX, "env": {}}
+    args = {"identity": IDENTITY, "ext_suffix": SUFFIX, "env": {}, "cutlass": CUTLASS}
     args.update(kw)
     return prebuilt.unpack(device, out, **args)
 
@@ -89,16 +92,29 @@ def test_hash_follows_the_sources_and_nothing_else(tmp_path):
 
 
 def test_the_repository_sources_are_hashed():
-    """Every file setup.py compiles is in the hash, and the files it reads besides them."""
+    """Every file the build reads is in the hash, and every environment variable it reads is refused or known to
+    change no code: read from setup.py and scripts/build_flags.py themselves, so a new input fails here."""
     files = set(prebuilt.source_files(ROOT))
+    assert set(prebuilt.SOURCE_FILES) <= files
     compiled = {p.relative_to(ROOT).as_posix() for ext in ("*.cpp", "*.cu") for p in (ROOT / "csrc").rglob(ext)}
     assert compiled and compiled <= files
-    assert set(prebuilt.SOURCE_FILES) <= files
-    setup = (ROOT / "setup.py").read_text()
-    for rel in prebuilt.SOURCE_FILES[1:]:
-        assert pathlib.PurePosixPath(rel).name in setup, f"setup.py no longer reads {rel}: update SOURCE_FILES"
-    for var in prebuilt.BUILD_ENV:
-        assert var in setup or var in (ROOT / "scripts" / "build_flags.py").read_text()
+    build_py = [(ROOT / "setup.py").read_text(), (ROOT / "scripts" / "build_flags.py").read_text()]
+    # Paths under the repository: `ROOT / "a" / "b"` (folders must be hashed whole: csrc).
+    read = set()
+    for text in build_py:
+        for m in re.finditer(r'ROOT((?:\s*/\s*"[^"]+")+)', text):
+            read.add("/".join(re.findall(r'"([^"]+)"', m.group(1))))
+    assert read, "no ROOT / ... paths found: the parse is stale"
+    not_inputs = {"build/generated"}  # setup.py's output (generated from hashed inputs)
+    for rel in read - not_inputs:
+        assert rel in files or rel in prebuilt.SOURCE_DIRS, f"the build reads {rel}, which the source hash omits"
+    env = set()
+    for text in build_py:
+        env |= set(re.findall(r'os\.environ(?:\.get)?[\[(]\s*"([A-Z_0-9]+)"', text))
+        env |= set(re.findall(r'os\.getenv\(\s*"([A-Z_0-9]+)"', text))
+    assert "VLATTN_GEMM_CONFIGS" in env, "no environment reads found: the parse is stale"
+    no_code = {"CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS"}  # see prebuilt.BUILD_ENV's comment
+    assert env - no_code <= set(prebuilt.SETUP_ENV), f"unhashed build inputs: {env - no_code - set(prebuilt.SETUP_ENV)}"
 
 
 def test_pack_then_unpack_installs_the_same_module(packed):
@@ -117,7 +133,8 @@ def test_pack_then_unpack_installs_the_same_module(packed):
     assert not list((device / "python" / "vlattn").glob("*.tmp"))
 
 
-@pytest.mark.parametrize("case", ["torch", "torch_git", "python", "sources", "env", "corrupt", "tampered", "absent"])
+@pytest.mark.parametrize("case", ["torch", "torch_git", "python", "sources", "env", "nvcc_env", "cutlass", "corrupt",
+                                  "tampered", "absent", "same_slot_other_sources"])
 def test_unpack_refuses_what_does_not_match(packed, case):
     tree, out, data, device = packed
     kw = {}
@@ -131,6 +148,15 @@ def test_unpack_refuses_what_does_not_match(packed, case):
         (device / "csrc" / "ops" / "layers.cpp").write_text("int layers = 1;\n")
     elif case == "env":
         kw["env"] = {"VLATTN_GEMM_CONFIGS": "128x128_coop"}
+    elif case == "nvcc_env":
+        kw["env"] = {"NVCC_APPEND_FLAGS": "-G"}
+    elif case == "cutlass":
+        kw["cutlass"] = "4.3.0.0"
+    elif case == "same_slot_other_sources":
+        # A slot whose folder name matches this tree's hash prefix but whose manifest does not (check()'s own
+        # comparison of the full hash, behind the folder lookup).
+        (device / "csrc" / "ops" / "layers.cpp").write_text("int layers = 7;\n")
+        slot(out).rename(out / prebuilt.source_hash(device)[:prebuilt.SLOT_CHARS])
     elif case == "corrupt":
         xz = next(slot(out).glob("*.xz"))
         xz.write_bytes(xz.read_bytes()[:100])
@@ -140,9 +166,21 @@ def test_unpack_refuses_what_does_not_match(packed, case):
         (slot(out) / "manifest.json").unlink()
     existing = device / "python" / "vlattn" / f"_C{SUFFIX}"
     existing.write_bytes(b"built on the device")
-    with pytest.raises(prebuilt.Mismatch):
+    with pytest.raises(prebuilt.Mismatch) as e:
         unpack(device, out, **kw)
     assert existing.read_bytes() == b"built on the device"  # a refusal leaves the tree as it was
+    if case == "same_slot_other_sources":
+        assert "whose sources differ" in str(e.value)
+
+
+def test_no_cutlass_here_takes_the_module_as_built(packed):
+    """Without the nvidia-cutlass wheel no build could run here: the module is used with the CUTLASS it was built
+    with (the manifest says which); pack refuses to write a manifest without knowing it."""
+    tree, out, data, device = packed
+    assert unpack(device, out, cutlass=None)["cutlass"] == CUTLASS
+    if prebuilt.cutlass_version() is None:
+        with pytest.raises(prebuilt.Mismatch, match="no nvidia-cutlass"):
+            prebuilt.pack(tree, "e" * 40, out, identity=IDENTITY)
 
 
 def test_modules_of_several_commits_travel_together(packed, tmp_path):
@@ -151,7 +189,7 @@ def test_modules_of_several_commits_travel_together(packed, tmp_path):
     branch_data = os.urandom(1000)
     branch = make_tree(tmp_path / "branch", branch_data)
     (branch / "csrc" / "ops" / "layers.cpp").write_text("int layers = 2;\n")
-    prebuilt.pack(branch, "c" * 40, out, identity=IDENTITY)
+    prebuilt.pack(branch, "c" * 40, out, identity=IDENTITY, cutlass=CUTLASS)
     assert len(list(out.glob("*/manifest.json"))) == 2
     unpack(device, out)
     assert (device / "python" / "vlattn" / f"_C{SUFFIX}").read_bytes() == data
@@ -165,7 +203,7 @@ def test_modules_of_several_commits_travel_together(packed, tmp_path):
     (third / "setup.py").write_text("# 3\n")
     os.utime(next(out.glob("*/manifest.json")), (1, 1))  # make one slot the oldest whichever it is
     oldest = [p.parent.name for p in out.glob("*/manifest.json") if p.stat().st_mtime == 1]
-    prebuilt.pack(third, "d" * 40, out, identity=IDENTITY, keep=2)
+    prebuilt.pack(third, "d" * 40, out, identity=IDENTITY, keep=2, cutlass=CUTLASS)
     left = {p.parent.name for p in out.glob("*/manifest.json")}
     assert len(left) == 2 and oldest[0] not in left
 
@@ -173,11 +211,11 @@ def test_modules_of_several_commits_travel_together(packed, tmp_path):
 def test_pack_refuses_a_tree_without_one_module(tmp_path):
     tree = make_tree(tmp_path / "t")
     with pytest.raises(prebuilt.Mismatch, match="found 0"):
-        prebuilt.pack(tree, "b" * 40, tmp_path / "out", identity=IDENTITY)
+        prebuilt.pack(tree, "b" * 40, tmp_path / "out", identity=IDENTITY, cutlass=CUTLASS)
     (tree / "python" / "vlattn" / "_C.cpython-311-x86_64-linux-gnu.so").write_bytes(b"x")
     (tree / "python" / "vlattn" / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(b"y")
     with pytest.raises(prebuilt.Mismatch, match="found 2"):
-        prebuilt.pack(tree, "b" * 40, tmp_path / "out", identity=IDENTITY)
+        prebuilt.pack(tree, "b" * 40, tmp_path / "out", identity=IDENTITY, cutlass=CUTLASS)
 
 
 def test_cli_says_why_and_exits_1(packed):
@@ -205,17 +243,22 @@ def test_gpu_check_tries_the_prebuilt_module_before_building():
 
 
 def test_smoke_reports_whether_the_module_loads():
-    """After unpack, gpu_check.sh runs `smoke`: exit 0 with extension_info's JSON when the module loads (on a GPU
-    it also makes the module throw), else exit 1 and why."""
+    """After unpack, gpu_check.sh runs `smoke`: exit 0 with extension_info's JSON when the module loads and throws a
+    shape error cleanly (CPU tensors reach the check), else exit 1 and why."""
+    from vlattn import _ext
+
     # The child inherits this environment, so it imports the vlattn this process imports (CI: the installed one).
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuilt.py"), "smoke"], capture_output=True,
                        text=True, timeout=300)
-    spec = importlib.util.find_spec("vlattn._C") if importlib.util.find_spec("vlattn") else None
-    if spec is None:
+    if not _ext.available():
         assert r.returncode == 1 and r.stdout.startswith("prebuilt not used: the module does not load"), r.stdout + r.stderr
     else:
         assert r.returncode == 0, r.stdout + r.stderr
         assert json.loads(r.stdout)["built"] is True
+        # --root names where the module must come from: not a folder it was loaded from here.
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuilt.py"), "smoke", "--root", "/nonexistent"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1 and "the module loaded is" in r.stdout, r.stdout + r.stderr
 
 
 def test_warnings_survive_incremental_builds(tmp_path):
@@ -242,3 +285,31 @@ def test_warnings_survive_incremental_builds(tmp_path):
     # A unit whose source is gone is dropped.
     (tree / "csrc" / "ops" / "layers.cpp").unlink()
     assert prebuilt.merge_build_log("", store, tree) == ""
+
+
+def test_sync_rewrites_only_what_changed(tmp_path):
+    """prebuild.sh's export onto the build tree: unchanged files keep their mtime (ninja skips them), removed ones go,
+    a path that turns from a file into a folder (or back) is handled, build/ and built modules stay."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src)
+    (src / "csrc" / "x").write_text("a file\n")
+    assert prebuilt.sync_tree(src, dst) == len([p for p in src.rglob("*") if p.is_file()])
+    assert prebuilt.source_hash(dst) == prebuilt.source_hash(src)
+    (dst / "build" / "temp").mkdir(parents=True)
+    (dst / "build" / "temp" / "a.o").write_bytes(b"o")
+    (dst / "python" / "vlattn" / f"_C{SUFFIX}").write_bytes(b"module")
+    os.utime(dst / "setup.py", (1, 1))
+    (src / "csrc" / "ops" / "layers.cpp").write_text("int layers = 5;\n")
+    (src / "csrc" / "qkv" / "qkv_sm90.cu").unlink()
+    (src / "csrc" / "x").unlink()
+    (src / "csrc" / "x").mkdir()
+    (src / "csrc" / "x" / "y.h").write_text("// now a folder\n")
+    assert prebuilt.sync_tree(src, dst) == 2
+    assert prebuilt.source_hash(dst) == prebuilt.source_hash(src)
+    assert (dst / "setup.py").stat().st_mtime == 1  # not rewritten
+    assert not (dst / "csrc" / "qkv" / "qkv_sm90.cu").exists()
+    assert (dst / "build" / "temp" / "a.o").exists() and (dst / "python" / "vlattn" / f"_C{SUFFIX}").exists()
+    shutil.rmtree(src / "csrc" / "x")
+    (src / "csrc" / "x").write_text("a file again\n")
+    assert prebuilt.sync_tree(src, dst) == 1
+    assert prebuilt.source_hash(dst) == prebuilt.source_hash(src)
