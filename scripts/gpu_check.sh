@@ -72,7 +72,9 @@ build() {
   # A module built on the CPU machine for this tree and torch (scripts/prebuild.sh; carry `prebuilt`) saves the
   # 130-200 s build; scripts/prebuilt.py installs it only if it matches, and says why not. PREBUILT=0: build.
   # Not for bench/ab_overlay.sh, whose arms rebuild in place: ninja's objects must be this machine's.
-  if [ "${PREBUILT:-1}" != 0 ] && [ -d prebuilt ] && [ "${PROBE_CMDS:-}" = "${PROBE_CMDS#*ab_overlay}" ]; then
+  local overlay=0
+  case "${PROBE_CMDS:-}" in *ab_overlay*) overlay=1 ;; esac
+  if [ "${PREBUILT:-1}" != 0 ] && [ -d prebuilt ] && [ $overlay = 0 ]; then
     local msg rc
     msg=$(timeout "$(cap 120)" python3 scripts/prebuilt.py unpack --root . --dir prebuilt --warnings "$OUT/build_warnings.txt" 2>&1)
     rc=$?

@@ -313,3 +313,60 @@ def test_sync_rewrites_only_what_changed(tmp_path):
     (src / "csrc" / "x").write_text("a file again\n")
     assert prebuilt.sync_tree(src, dst) == 1
     assert prebuilt.source_hash(dst) == prebuilt.source_hash(src)
+
+
+STUB_PYTHON = r"""#!/usr/bin/env bash
+# python3 for gpu_check.sh's build(): records each call; unpack / smoke / setup.py answer as STUB_* say.
+echo "$*" >> "$STUB_LOG"
+case "$*" in
+  *"prebuilt.py unpack"*) echo "${STUB_UNPACK_MSG:-prebuilt _C.so of abc}"; exit "${STUB_UNPACK_RC:-0}" ;;
+  *"prebuilt.py smoke"*) echo '{"built": true}'; exit "${STUB_SMOKE_RC:-0}" ;;
+  *"setup.py build_ext"*) echo "built"; exit 0 ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("case", ["used", "refused", "smoke_fails", "forced_build", "ab_overlay", "no_folder"])
+def test_gpu_check_build_stage(tmp_path, case):
+    """scripts/gpu_check.sh build under `set -uo pipefail`, with a stub python3: the prebuilt module is used when
+    unpack and smoke succeed, and everything else builds (and says why)."""
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_check.sh", root / "scripts" / "gpu_check.sh")
+    if case != "no_folder":
+        (root / "prebuilt").mkdir()
+    (root / "python" / "vlattn").mkdir(parents=True)
+    (root / "python" / "vlattn" / f"_C{SUFFIX}").write_bytes(b"left by an earlier build")
+    stub = tmp_path / "bin" / "python3"
+    stub.parent.mkdir()
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("PROBE_CMDS", "PREBUILT", "VLATTN_COMMIT")}
+    env.update(PATH=f"{stub.parent}:{env['PATH']}", OUT=str(tmp_path / "out"), STUB_LOG=str(log))
+    if case == "refused":
+        env.update(STUB_UNPACK_RC="1", STUB_UNPACK_MSG="prebuilt not used: sources differ")
+    elif case == "smoke_fails":
+        env["STUB_SMOKE_RC"] = "1"
+    elif case == "forced_build":
+        env["PREBUILT"] = "0"
+    elif case == "ab_overlay":
+        env["PROBE_CMDS"] = "AB_CMDS='x' bash bench/ab_overlay.sh ab_overlay/pre"
+    r = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh"), "build"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    calls = log.read_text()
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert "unbound variable" not in r.stderr and r.returncode == 0, r.stdout + r.stderr
+    built = "setup.py build_ext" in calls
+    if case == "used":
+        assert "prebuilt.py unpack" in calls and "prebuilt.py smoke --root ." in calls and not built
+        assert "prebuilt _C.so of abc" in summary and "build (MAX_JOBS" not in summary
+    else:
+        assert built and "build (MAX_JOBS" in summary
+        assert ("prebuilt.py unpack" in calls) == (case in ("refused", "smoke_fails"))
+    if case in ("refused", "smoke_fails"):
+        assert "prebuilt module not used: building" in summary
+        assert not (root / "python" / "vlattn" / f"_C{SUFFIX}").exists()  # no stale module beside the build
+    if case == "refused":
+        assert "prebuilt not used: sources differ" in summary and "prebuilt.py smoke" not in calls
