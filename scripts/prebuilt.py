@@ -4,7 +4,8 @@ A device call spends 130-200 s of its 600 s building the extension (bench/NOTES.
 so `scripts/prebuild.sh` runs it on this machine against the device's Python and torch (3.12, torch
 2.11.0+cu130: the device tool's KINDS.md) from a clean export of one commit, and `pack` leaves under prebuilt/
 (ignored by git; name it in the device call's `carry`) the module compressed and a manifest of what it was
-built from, in a folder named by the source hash (so main's and a pending branch's builds can travel together). On the device `scripts/gpu_check.sh` calls `unpack`, which installs the module in place of a
+built from, in a folder named by the source hash (so main's and a pending branch's builds can travel
+together). On the device `scripts/gpu_check.sh` calls `unpack`, which installs the module in place of a
 build only if everything the binary depends on matches:
 
 - the source hash: the content of every file the build reads from the tree (`source_files`), hashed here
@@ -17,13 +18,17 @@ build only if everything the binary depends on matches:
 
 Anything else makes `unpack` print why and exit 1, and gpu_check.sh builds as before. The nvcc and host
 compiler versions are printed, not compared: the binary is what this machine's nvcc and g++ made (the device
-image's g++ differs: host code only), and the summary says which. Not for `bench/ab_overlay.sh` runs, whose arms
-rebuild in place (gpu_check.sh builds on the device when PROBE_CMDS names it). Plain Python, no torch at import (the tests run it on the CPU machine).
+image's g++ differs: host code only), and the summary says which. Not for `bench/ab_overlay.sh` runs, whose
+arms rebuild in place (gpu_check.sh builds on the device when PROBE_CMDS names it). Plain Python, no torch at
+import (the tests run it on the CPU machine).
 
     python3 scripts/prebuilt.py hash [ROOT]
-    python3 scripts/prebuilt.py pack --tree DIR --commit SHA [--build-log LOG] [--out prebuilt] [--keep 2]
+    python3 scripts/prebuilt.py pack --tree DIR --commit SHA [--build-log LOG] [--warning-store JSON]
+                                     [--out prebuilt] [--keep 2]
     python3 scripts/prebuilt.py unpack [--root .] [--dir prebuilt] [--warnings FILE]
     python3 scripts/prebuilt.py smoke [--root .]   # after unpack: the module loads and throws cleanly
+    python3 scripts/prebuilt.py sync --src DIR --dst DIR      # prebuild.sh: a commit's export onto the tree
+    python3 scripts/prebuilt.py merge-warnings --tree DIR --build-log LOG --warning-store JSON
 """
 from __future__ import annotations
 
