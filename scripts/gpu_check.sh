@@ -237,7 +237,27 @@ run_probe() {
   done
 }
 
+# PROBE_CMDS is split on ';' (run_probe), so a loop or an if written inline falls apart into pieces that each
+# fail ("for s in a b" / "do ..." / "done"), and read stops at a newline (later lines would be dropped). Refuse
+# such a PROBE_CMDS before the build, not after the tests: put compound commands in a script, or write them out.
+check_probe_cmds() {
+  local piece first
+  case "${PROBE_CMDS:-}" in
+    *$'\n'*) log "PROBE_CMDS has a newline: only its first line would run; nothing run"; exit 2 ;;
+  esac
+  IFS=';' read -ra pieces <<< "${PROBE_CMDS:-}"
+  for piece in "${pieces[@]}"; do
+    read -r first _ <<< "$piece"
+    case "$first" in
+      do|done|then|fi|else|elif|esac|"}")
+        log "PROBE_CMDS is split on ';', which cuts a compound command at '$piece': put loops and ifs in a script, or write the commands out; nothing run"
+        exit 2 ;;
+    esac
+  done
+}
+
 setup_env
+[ -z "${PROBE_CMDS:-}" ] || check_probe_cmds
 case "$what" in
   build) build ;;
   test) build; run_tests "$@" ;;

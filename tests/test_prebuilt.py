@@ -370,3 +370,34 @@ def test_gpu_check_build_stage(tmp_path, case):
         assert not (root / "python" / "vlattn" / f"_C{SUFFIX}").exists()  # no stale module beside the build
     if case == "refused":
         assert "prebuilt not used: sources differ" in summary and "prebuilt.py smoke" not in calls
+
+
+@pytest.mark.parametrize("probe_cmds, refused", [
+    ("echo one; echo two", False),
+    ("for s in A B; do echo $s; done", True),  # split on ';' into "for s in A B" / "do echo $s" / "done"
+    ("if true; then echo a; fi", True),
+    ("echo one\necho two", True),  # read stops at the newline: the second line would be dropped
+])
+def test_gpu_check_refuses_probe_cmds_it_would_cut(tmp_path, probe_cmds, refused):
+    """scripts/gpu_check.sh splits PROBE_CMDS on ';': a compound command would fall apart into failing pieces after
+    the build and the tests, so it is refused before the build (exit 2), and plain commands run one by one."""
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_check.sh", root / "scripts" / "gpu_check.sh")
+    stub = tmp_path / "bin" / "python3"
+    stub.parent.mkdir()
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("PREBUILT", "VLATTN_COMMIT", "PROBE_TESTS")}
+    env.update(PATH=f"{stub.parent}:{env['PATH']}", OUT=str(tmp_path / "out"), STUB_LOG=str(log),
+               PROBE_CMDS=probe_cmds)
+    r = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh"), "probe"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    if refused:
+        assert r.returncode == 2 and "nothing run" in summary, r.stdout + r.stderr
+        assert "setup.py build_ext" not in log.read_text()
+    else:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "probe 1: echo one" in summary and "probe 2:  echo two" in summary and "probe 2 rc=0" in summary
