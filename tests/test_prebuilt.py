@@ -327,24 +327,31 @@ esac
 """
 
 
-@pytest.mark.parametrize("case", ["used", "refused", "smoke_fails", "forced_build", "ab_overlay", "no_folder"])
-def test_gpu_check_build_stage(tmp_path, case):
-    """scripts/gpu_check.sh build under `set -uo pipefail`, with a stub python3: the prebuilt module is used when
-    unpack and smoke succeed, and everything else builds (and says why)."""
+def stub_repo(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, dict]:
+    """A repository holding only scripts/gpu_check.sh, and an environment whose python3 is STUB_PYTHON (its calls
+    logged to the returned file) with none of the script's switches set."""
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "gpu_check.sh", root / "scripts" / "gpu_check.sh")
-    if case != "no_folder":
-        (root / "prebuilt").mkdir()
-    (root / "python" / "vlattn").mkdir(parents=True)
-    (root / "python" / "vlattn" / f"_C{SUFFIX}").write_bytes(b"left by an earlier build")
     stub = tmp_path / "bin" / "python3"
     stub.parent.mkdir()
     stub.write_text(STUB_PYTHON)
     stub.chmod(0o755)
     log = tmp_path / "calls.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("PROBE_CMDS", "PREBUILT", "VLATTN_COMMIT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PROBE_CMDS", "PROBE_TESTS", "PREBUILT", "VLATTN_COMMIT")}
     env.update(PATH=f"{stub.parent}:{env['PATH']}", OUT=str(tmp_path / "out"), STUB_LOG=str(log))
+    return root, log, env
+
+
+@pytest.mark.parametrize("case", ["used", "refused", "smoke_fails", "forced_build", "ab_overlay", "no_folder"])
+def test_gpu_check_build_stage(tmp_path, case):
+    """scripts/gpu_check.sh build under `set -uo pipefail`, with a stub python3: the prebuilt module is used when
+    unpack and smoke succeed, and everything else builds (and says why)."""
+    root, log, env = stub_repo(tmp_path)
+    if case != "no_folder":
+        (root / "prebuilt").mkdir()
+    (root / "python" / "vlattn").mkdir(parents=True)
+    (root / "python" / "vlattn" / f"_C{SUFFIX}").write_bytes(b"left by an earlier build")
     if case == "refused":
         env.update(STUB_UNPACK_RC="1", STUB_UNPACK_MSG="prebuilt not used: sources differ")
     elif case == "smoke_fails":
@@ -381,17 +388,8 @@ def test_gpu_check_build_stage(tmp_path, case):
 def test_gpu_check_refuses_probe_cmds_it_would_cut(tmp_path, probe_cmds, refused):
     """scripts/gpu_check.sh splits PROBE_CMDS on ';': a compound command would fall apart into failing pieces after
     the build and the tests, so it is refused before the build (exit 2), and plain commands run one by one."""
-    root = tmp_path / "repo"
-    (root / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "gpu_check.sh", root / "scripts" / "gpu_check.sh")
-    stub = tmp_path / "bin" / "python3"
-    stub.parent.mkdir()
-    stub.write_text(STUB_PYTHON)
-    stub.chmod(0o755)
-    log = tmp_path / "calls.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("PREBUILT", "VLATTN_COMMIT", "PROBE_TESTS")}
-    env.update(PATH=f"{stub.parent}:{env['PATH']}", OUT=str(tmp_path / "out"), STUB_LOG=str(log),
-               PROBE_CMDS=probe_cmds)
+    root, log, env = stub_repo(tmp_path)
+    env["PROBE_CMDS"] = probe_cmds
     r = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh"), "probe"], capture_output=True, text=True,
                        timeout=120, env=env)
     summary = (tmp_path / "out" / "summary.txt").read_text()
