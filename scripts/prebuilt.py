@@ -139,12 +139,15 @@ def torch_identity() -> dict:
     return {"torch_version": torch.__version__, "torch_git_version": torch.version.git_version}
 
 
+# The lines gpu_check.sh's grep collects from a device build (ptxas spills and warnings, errors, C7513).
+_WARNING = re.compile(r"Registers are spilled|ptxas (warning|error)|error:|C7513")
+
+
 def build_warnings(log_text: str) -> list[list]:
-    """The lines gpu_check.sh collects from a device build (ptxas spills and warnings, errors, C7513), as
-    [count, line] pairs, sorted by line."""
+    """The warning lines of a build log (``_WARNING``) as [count, line] pairs, sorted by line."""
     counts: dict[str, int] = {}
     for ln in log_text.splitlines():
-        if re.search(r"Registers are spilled|ptxas (warning|error)|error:|C7513", ln):
+        if _WARNING.search(ln):
             counts[ln.strip()] = counts.get(ln.strip(), 0) + 1
     return [[n, ln] for ln, n in sorted(counts.items())]
 
@@ -173,7 +176,7 @@ def merge_build_log(log_text: str, store: pathlib.Path, tree: pathlib.Path) -> s
         elif current is not None:
             fresh[current].append(ln)
     for src, lines in fresh.items():
-        units[src] = [ln for ln in lines if build_warnings(ln)]
+        units[src] = [ln for ln in lines if _WARNING.search(ln)]
     units = {src: lines for src, lines in units.items() if pathlib.Path(tree, src).is_file()}
     pathlib.Path(store).write_text(json.dumps(units, indent=1, sort_keys=True) + "\n")
     return "\n".join(ln for lines in units.values() for ln in lines)
@@ -240,7 +243,8 @@ def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = ""
     suffix = module.name[len("_C"):]
     if suffix != sysconfig.get_config_var("EXT_SUFFIX"):
         raise Mismatch(f"{module.name} was not built by this Python (suffix {sysconfig.get_config_var('EXT_SUFFIX')})")
-    if (cutlass if cutlass is not None else cutlass_version()) is None:
+    cutlass = cutlass if cutlass is not None else cutlass_version()
+    if cutlass is None:
         raise Mismatch(f"no {CUTLASS_DIST} installed: which CUTLASS the module was built with is unknown")
     manifest = {
         "format": FORMAT,
@@ -254,7 +258,7 @@ def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = ""
         **(identity if identity is not None else torch_identity()),
         "nvcc": nvcc_version(),
         "cxx": cxx_version(),
-        "cutlass": cutlass if cutlass is not None else cutlass_version(),
+        "cutlass": cutlass,
         "built_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "build_warnings": build_warnings(build_log),
     }
@@ -271,11 +275,10 @@ def pack(tree: pathlib.Path, commit: str, out: pathlib.Path, build_log: str = ""
     return manifest
 
 
-def check(manifest: dict, root: pathlib.Path, identity: dict, ext_suffix: str, env: dict,
-          cutlass: str | None) -> None:
-    """Raise Mismatch unless the manifest's module fits this tree, interpreter and environment. ``cutlass``: the
-    nvidia-cutlass version a build here would use (None: none is installed, so no build could run here, and the
-    module's CUTLASS is taken as it is)."""
+def check(manifest: dict, here: str, identity: dict, ext_suffix: str, env: dict, cutlass: str | None) -> None:
+    """Raise Mismatch unless the manifest's module fits this tree (source hash ``here``), interpreter and
+    environment. ``cutlass``: the nvidia-cutlass version a build here would use (None: none is installed, so no
+    build could run here, and the module's CUTLASS is taken as it is)."""
     if manifest.get("format") != FORMAT:
         raise Mismatch(f"manifest format {manifest.get('format')}, this script reads {FORMAT}")
     if cutlass is not None and manifest["cutlass"] != cutlass:
@@ -288,7 +291,6 @@ def check(manifest: dict, root: pathlib.Path, identity: dict, ext_suffix: str, e
     for key in ("torch_version", "torch_git_version"):
         if manifest[key] != identity[key]:
             raise Mismatch(f"built against {key} {manifest[key]}, this Python has {identity[key]}")
-    here = source_hash(root)
     if manifest["source_hash"] != here:
         raise Mismatch(f"built from commit {manifest['commit'][:10]} whose sources differ from this tree's "
                        f"(hash {manifest['source_hash'][:12]} vs {here[:12]})")
@@ -317,7 +319,7 @@ def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, 
     except (OSError, ValueError) as e:
         raise Mismatch(f"no readable {slot / MANIFEST}: {e}") from None
     src = slot
-    check(manifest, root, identity if identity is not None else torch_identity(),
+    check(manifest, here, identity if identity is not None else torch_identity(),
           ext_suffix if ext_suffix is not None else sysconfig.get_config_var("EXT_SUFFIX"),
           os.environ if env is None else env, cutlass_version() if cutlass is _UNSET else cutlass)
     try:
