@@ -399,3 +399,71 @@ def test_gpu_check_refuses_probe_cmds_it_would_cut(tmp_path, probe_cmds, refused
     else:
         assert r.returncode == 0, r.stdout + r.stderr
         assert "probe 1: echo one" in summary and "probe 2:  echo two" in summary and "probe 2 rc=0" in summary
+
+
+def test_the_scripts_are_executable():
+    """The docs call them as `scripts/X.sh`: a checkout must have them executable (prebuild.sh was committed 0644
+    and failed with "Permission denied" on the first fresh machine that ran it through device_prep.sh)."""
+    for script in sorted((ROOT / "scripts").glob("*.sh")) + [ROOT / ".ci" / "run"]:
+        assert os.access(script, os.X_OK), f"{script.relative_to(ROOT)} is not executable (git update-index --chmod=+x)"
+
+
+def _git(repo: pathlib.Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("case", ["applies", "conflicts"])
+def test_device_prep_builds_head_and_the_pending_series(tmp_path, case):
+    """scripts/device_prep.sh HEAD pending with the wheel and the Python already there (both steps skip): prebuild.sh
+    runs for HEAD, then for the branch `pending` = HEAD + bench/pending/0*.patch made in a scratch worktree, and this
+    checkout is left as it was. A series that does not apply stops the script with no branch and no worktree left."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "device_prep.sh", repo / "scripts" / "device_prep.sh")
+    log = tmp_path / "prebuild.log"
+    (repo / "scripts" / "prebuild.sh").write_text(
+        f'#!/usr/bin/env bash\necho "$1 $(git rev-parse "$1")" >> {log}\n')
+    (repo / "scripts" / "prebuild.sh").chmod(0o755)
+    (repo / "requirements.txt").write_text("torch==2.14.1\nnvidia-cutlass==4.2.0.0\n")
+    (repo / "kernel.cu").write_text("int a;\n")
+    (repo / ".gitignore").write_text("/.whl/\n/prebuilt/\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    # The series: one commit on a side branch, as format-patch writes it.
+    _git(repo, "checkout", "-q", "-b", "work")
+    (repo / "kernel.cu").write_text("int b;\n")
+    _git(repo, "commit", "-q", "-am", "kernel: b")
+    (repo / "bench" / "pending").mkdir(parents=True)
+    _git(repo, "format-patch", "-q", "-o", "bench/pending", "main")
+    _git(repo, "checkout", "-q", "main")
+    if case == "conflicts":
+        (repo / "kernel.cu").write_text("int c;\n")
+        _git(repo, "commit", "-q", "-am", "kernel: c")
+    _git(repo, "add", "bench")
+    _git(repo, "commit", "-q", "-m", "the series")
+    head = _git(repo, "rev-parse", "HEAD")
+    (repo / ".whl").mkdir()
+    (repo / ".whl" / "nvidia_cutlass-4.2.0.0-py3-none-any.whl").write_bytes(b"wheel")
+    stub_py = tmp_path / "py" / "bin" / "python"
+    stub_py.parent.mkdir(parents=True)
+    stub_py.write_text("#!/bin/sh\necho 'stub python 3.12'\n")
+    stub_py.chmod(0o755)
+    env = {**os.environ, "PREBUILD_PYTHON": str(stub_py)}
+    r = subprocess.run(["bash", str(repo / "scripts" / "device_prep.sh"), "HEAD", "pending"], capture_output=True,
+                       text=True, timeout=120, env=env, cwd=tmp_path)
+    calls = log.read_text().splitlines()
+    assert _git(repo, "rev-parse", "HEAD") == head and _git(repo, "status", "--porcelain") == ""
+    assert len(_git(repo, "worktree", "list").splitlines()) == 1  # the scratch worktree is gone
+    if case == "applies":
+        assert r.returncode == 0, r.stdout + r.stderr
+        pending = _git(repo, "rev-parse", "pending")
+        assert calls == [f"HEAD {head}", f"pending {pending}"]
+        assert _git(repo, "rev-parse", "pending~1") == head
+        assert _git(repo, "show", "pending:kernel.cu") == "int b;"
+    else:
+        assert r.returncode != 0 and "do not apply on HEAD" in r.stdout, r.stdout + r.stderr
+        assert calls == [f"HEAD {head}"]
+        assert subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "pending"],
+                              capture_output=True).returncode != 0
