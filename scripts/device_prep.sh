@@ -54,6 +54,9 @@ echo "device_prep: python ready ($((SECONDS - t0)) s)"
 #    that commit: VLATTN_COMMIT=$(git rev-parse pending)) in a scratch worktree, so this checkout is not touched.
 make_pending() {
   local wt
+  if [ "$(git symbolic-ref -q --short HEAD || true)" = pending ]; then
+    echo "device_prep: the branch pending is checked out here; check out main (the series' base) and run again"; return 2
+  fi
   wt=$(mktemp -d /tmp/vlattn_pending.XXXXXX)
   git worktree add -q --detach "$wt" HEAD
   if ! git -C "$wt" -c user.name="${GIT_AUTHOR_NAME:-device_prep}" -c user.email="${GIT_AUTHOR_EMAIL:-device_prep@localhost}" \

@@ -413,7 +413,7 @@ def _git(repo: pathlib.Path, *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-@pytest.mark.parametrize("case", ["applies", "conflicts"])
+@pytest.mark.parametrize("case", ["applies", "conflicts", "on_pending"])
 def test_device_prep_builds_head_and_the_pending_series(tmp_path, case):
     """scripts/device_prep.sh HEAD pending with the wheel and the Python already there (both steps skip): prebuild.sh
     runs for HEAD, then for the branch `pending` = HEAD + bench/pending/0*.patch made in a scratch worktree, and this
@@ -443,6 +443,8 @@ def test_device_prep_builds_head_and_the_pending_series(tmp_path, case):
         _git(repo, "commit", "-q", "-am", "kernel: c")
     _git(repo, "add", "bench")
     _git(repo, "commit", "-q", "-m", "the series")
+    if case == "on_pending":  # a branch checked out cannot be moved: say so before making anything
+        _git(repo, "checkout", "-q", "-b", "pending")
     head = _git(repo, "rev-parse", "HEAD")
     (repo / ".whl").mkdir()
     (repo / ".whl" / "nvidia_cutlass-4.2.0.0-py3-none-any.whl").write_bytes(b"wheel")
@@ -462,6 +464,9 @@ def test_device_prep_builds_head_and_the_pending_series(tmp_path, case):
         assert calls == [f"HEAD {head}", f"pending {pending}"]
         assert _git(repo, "rev-parse", "pending~1") == head
         assert _git(repo, "show", "pending:kernel.cu") == "int b;"
+    elif case == "on_pending":
+        assert r.returncode == 2 and "check out main" in r.stdout, r.stdout + r.stderr
+        assert calls == [f"HEAD {head}"] and _git(repo, "rev-parse", "pending") == head
     else:
         assert r.returncode != 0 and "do not apply on HEAD" in r.stdout, r.stdout + r.stderr
         assert calls == [f"HEAD {head}"]
