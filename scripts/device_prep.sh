@@ -53,7 +53,9 @@ echo "device_prep: python ready ($((SECONDS - t0)) s)"
 # 3. The modules. `pending` is HEAD + bench/pending/0*.patch, made as the branch `pending` (the device call runs from
 #    that commit: VLATTN_COMMIT=$(git rev-parse pending)) in a scratch worktree, so this checkout is not touched.
 make_pending() {
-  local wt
+  local wt n
+  n=$(ls bench/pending/0*.patch 2>/dev/null | wc -l)
+  [ "$n" -gt 0 ] || { echo "device_prep: no bench/pending/0*.patch"; return 2; }
   if [ "$(git symbolic-ref -q --short HEAD || true)" = pending ]; then
     echo "device_prep: the branch pending is checked out here; check out main (the series' base) and run again"; return 2
   fi
@@ -66,14 +68,11 @@ make_pending() {
   fi
   git branch -f pending "$(git -C "$wt" rev-parse HEAD)"
   git worktree remove --force "$wt"
-  echo "device_prep: branch pending = $(git rev-parse --short pending) (HEAD + $(ls bench/pending/0*.patch | wc -l) patches)"
+  echo "device_prep: branch pending = $(git rev-parse --short pending) (HEAD + $n patches)"
 }
 [ $# -gt 0 ] || set -- HEAD
 for rev in "$@"; do
-  if [ "$rev" = pending ]; then
-    ls bench/pending/0*.patch >/dev/null 2>&1 || { echo "device_prep: no bench/pending/0*.patch"; exit 2; }
-    make_pending
-  fi
+  [ "$rev" != pending ] || make_pending
   scripts/prebuild.sh "$rev"
 done
 echo "device_prep: done in $((SECONDS - t0)) s; carry [\".whl\", \"prebuilt\"]"
