@@ -472,6 +472,27 @@ def test_resident_kernel_matches_per_unit_bitwise(case, skip, highest_fp32_matmu
 
 
 @requires_sm90
+@pytest.mark.parametrize("case", [c for c in RESIDENT_CASES if c[5] in ("causal_min", "causal_inf")],
+                         ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
+def test_resident_diag_half_is_bitwise_neutral(case, highest_fp32_matmul):
+    """VLATTN_ATTN_DIAG_HALF (on by default): on a CAUSAL diagonal tile the resident kernel's warpgroup of the
+    block's first 64 rows exponentiates and multiplies into O only the lower 64 keys (the others are masked in
+    all its rows). Same bits as the whole tile (=0), on causal masks with the bf16 minimum and with -inf."""
+    from vlattn import dev
+    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    mask = make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
+    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
+        with dev.switch("VLATTN_ATTN_DIAG_HALF", 1):
+            half = _poisoned_attention(q, k, v, mask, causal)
+        with dev.switch("VLATTN_ATTN_DIAG_HALF", 0):
+            whole = _poisoned_attention(q, k, v, mask, causal)
+    assert torch.equal(half, whole), f"{case}: the diagonal tiles' lower-key path changed bits"
+    ref, ref32 = references(q, k, v, mask, causal, None)
+    assert_close(half, ref, ref32, f"{case} diag_half")
+
+
+@requires_sm90
 def test_resident_kernel_strided_inputs(highest_fp32_matmul):
     """Token-major q / k / v views ([B, S, H, 128] transposed, as the layers pass them) through the resident
     kernel: the same bits as contiguous copies."""

@@ -354,6 +354,8 @@ struct LaunchSwitches {
   int bn = 0;           // VLATTN_ATTN_BN: block_n's mode
   int resident = 1;     // VLATTN_ATTN_RESIDENT: resident_plan's mode
   int tail_split = 1;   // VLATTN_ATTN_TAIL_SPLIT: tail_split_plan's mode
+  bool diag_half = true;  // VLATTN_ATTN_DIAG_HALF: the resident kernel's CAUSAL diagonal tiles take the lower-key
+                          // softmax and P V in the warpgroup of the block's first 64 rows (a kernel argument)
 };
 
 // The kernel build a launch runs (sm90_attention.cuh's attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent,
@@ -380,6 +382,7 @@ struct LaunchPlan {
   int block_n = kBlockN;    // keys per pipeline step
   long long grid[3] = {0, 1, 1};
   TailSplit split;          // the persistent grid's last wave cut by keys (kPlain at 128 keys only)
+  bool diag_half = false;   // kResident: its CAUSAL diagonal tiles' lower-key softmax and P V (a kernel argument)
 };
 
 inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw) {
@@ -392,6 +395,7 @@ inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw
   if (plan.resident.use) {
     plan.kernel = AttnKernel::kResident;
     plan.grid[0] = plan.resident.ctas;
+    plan.diag_half = sw.diag_half;
     return plan;
   }
   plan.lean_zero = sw.lean_zero >= 1;

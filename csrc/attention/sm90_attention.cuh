@@ -319,9 +319,11 @@ struct KernelArgs {
   // Kernels built with kLean: masked-path tiles with no mask values to add (ZERO tiles) and no key to
   // drop take the softmax without per-key checks (VLATTN_ATTN_LEAN_ZERO=0 clears it).
   bool lean_zero = true;
-  // kv_resident_kernel only (sm90_attention_resident.cuh): query heads per CTA and CTAs per (batch, KV head).
+  // kv_resident_kernel only (sm90_attention_resident.cuh): query heads per CTA and CTAs per (batch, KV head);
+  // diag_half: its CAUSAL diagonal tiles skip the keys past the first 64 rows in their warpgroup (same bits).
   int resident_heads = 0;
   int resident_chunks = 0;
+  bool diag_half = true;
   // Key split of the last wave (attn_rules::TailSplit; split_tiles = 0: off). Only the build kTailSplitBuilt names
   // (persistent, 128-key, no mask ring, no kLean) reads these; the launcher sets them only for launches without a mask
   // and without the causal flag, on a grid of exactly the plan's CTAs, without GQA packing.
@@ -493,14 +495,18 @@ CUTLASS_DEVICE void issue_qk_gemm(Mma& mma, FragQ const& q, FragK const& k, Frag
   }
   warpgroup_commit_batch();
 }
-// Issue O += P V (wgmma RS, asynchronous): P from registers, B = one V tile's fragment.
-template <class Mma, class FragP, class FragV, class FragO>
+// Issue O += P V (wgmma RS, asynchronous): P from registers, B = one V tile's fragment. kKBlocks > 0: only P's
+// first kKBlocks k-blocks (16 keys each; the caller knows the others' P is exactly 0, so O gets the same bits).
+template <int kKBlocks = 0, class Mma, class FragP, class FragV, class FragO>
 CUTLASS_DEVICE void issue_pv_gemm(Mma& mma, FragP& p, FragV const& v, FragO& o) {
+  constexpr int kAll = decltype(size<2>(p))::value;
+  constexpr int kIssued = kKBlocks > 0 ? kKBlocks : kAll;
+  static_assert(kIssued <= kAll, "more k-blocks than P has");
   warpgroup_fence_operand(o);
   warpgroup_fence_operand(p);
   warpgroup_arrive();
   CUTE_UNROLL
-  for (int kb = 0; kb < size<2>(p); ++kb) cute::gemm(mma, p(_, _, kb), v(_, _, kb), o);
+  for (int kb = 0; kb < kIssued; ++kb) cute::gemm(mma, p(_, _, kb), v(_, _, kb), o);
   warpgroup_commit_batch();
 }
 // P = bf16(S), element by element: the RS operand's register layout holds the accumulator's (row, col) pairs
@@ -668,13 +674,19 @@ struct MaskSmemThread {
 // on and below the diagonal, <= -2^100 above it, in a block whose rows all have a live key: those keys'
 // probabilities are exactly 0 either way and they never set the row max, so the bits are the same as
 // loading and adding the tile).
+// kLiveGroups > 0 (masked path only): the caller knows every key of the column groups from kLiveGroups on is
+// -inf in this thread's rows (a diagonal tile's upper half for the block's first 64 rows): those groups are
+// neither scaled nor exponentiated, their p is written as 0. -inf never sets the max and exp2(-inf) = +0 adds
+// nothing to the sum (accumulated in the same order over the live groups), so the bits are the same.
 template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true,
-          bool kForceCausal = false, class FragS>
+          bool kForceCausal = false, int kLiveGroups = 0, class FragS>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
                                  int col0, int key0, const KernelArgs& kp,
                                  const uint16_t* const (&mask_row)[2], bool load_mask,
                                  const MaskSmemThread* ms = nullptr, int mask_stage = 0) {
   constexpr int kCG = decltype(size(s))::value / 4;  // 8-column groups of the score tile
+  constexpr int kLive = kLiveGroups > 0 ? kLiveGroups : kCG;
+  static_assert(kLive <= kCG && (kLiveGroups == 0 || kMasked), "live column groups: masked path, within the tile");
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
@@ -684,7 +696,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
       int key_max = kp.seqlen_k - 1;
       if (kMaybeCausal && (kForceCausal || kp.causal)) key_max = min(key_max, row[r]);
       CUTE_UNROLL
-      for (int j = 0; j < kCG; ++j) {
+      for (int j = 0; j < kLive; ++j) {
         uint32_t pair = 0;
         if constexpr (kMaskSrc != kMaskGlobal) {
           if (load_mask) pair = ms->pair(r, j, mask_stage);
@@ -728,7 +740,7 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
     float sum = 0.f;
     if constexpr (kMasked) {
       CUTE_UNROLL
-      for (int j = 0; j < kCG; ++j) {
+      for (int j = 0; j < kLive; ++j) {
         CUTE_UNROLL
         for (int c = 0; c < 2; ++c) {
           const int i = acc_idx(c, r, j);
@@ -736,6 +748,11 @@ CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2
           s(i) = p;
           sum += p;
         }
+      }
+      CUTE_UNROLL
+      for (int j = kLive; j < kCG; ++j) {
+        CUTE_UNROLL
+        for (int c = 0; c < 2; ++c) s(acc_idx(c, r, j)) = 0.f;
       }
     } else {
       // Unmasked tile (no mask tensor, no tail, off the causal diagonal): every score is finite and
@@ -1464,6 +1481,7 @@ inline attn_rules::LaunchSwitches launch_switches() {
   sw.bn = static_cast<int>(dev_switch(DevSwitch::kAttnBn));
   sw.resident = static_cast<int>(dev_switch(DevSwitch::kAttnResident));
   sw.tail_split = static_cast<int>(dev_switch(DevSwitch::kAttnTailSplit));
+  sw.diag_half = dev_switch_on(DevSwitch::kAttnDiagHalf);
   return sw;
 }
 
@@ -1634,7 +1652,10 @@ inline AttentionStatus launch(const AttentionParams& p, const attn_rules::Launch
   }
 
   // Short key sequences: the K/V-resident kernel (VLATTN_ATTN_RESIDENT; attn_rules::resident_plan).
-  if (plan.kernel == attn_rules::AttnKernel::kResident) return launch_resident(kp, plan.resident, p);
+  if (plan.kernel == attn_rules::AttnKernel::kResident) {
+    kp.diag_half = plan.diag_half;
+    return launch_resident(kp, plan.resident, p);
+  }
 
   // The kLean builds skip the per-key checks on ZERO tiles inside the keys and below the causal diagonal
   // (VLATTN_ATTN_LEAN_ZERO; attn_rules::lean_staged_pays for the per-unit staged-mask kernel). MIXED mask tiles

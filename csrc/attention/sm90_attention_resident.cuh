@@ -234,7 +234,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       if (i + 1 < units) next_tiles = resident_tiles(kp, cta.batch, cta.m_block(i + 1));
     };
     auto issue_qk = [&](int q_slot, int n) { issue_qk_gemm(mma_qk, tSrQ(_, _, _, q_slot), tSrK(_, _, _, n), tSrS); };
-    auto issue_pv = [&](int n) { issue_pv_gemm(mma_pv, tOrP, tOrV(_, _, _, n), tOrO); };
+    // p_low: the softmax of the tile whose P V this issues left P's upper 64 keys at exactly 0 (see softmax);
+    // their four k-blocks add nothing to O and are not issued. Warpgroup-uniform, like every wgmma's issue.
+    bool p_low = false;
+    auto issue_pv = [&](int n) {
+      if (p_low)
+        issue_pv_gemm<C::kBlockN / 32>(mma_pv, tOrP, tOrV(_, _, _, n), tOrO);
+      else
+        issue_pv_gemm(mma_pv, tOrP, tOrV(_, _, _, n), tOrO);
+    };
     float rescale[2];
     // attention_kernel's softmax step for 128-key tiles without staged masks (its kLean / kCausalTiles
     // builds when kMasked): the same variant for the same tile, hence the same bits.
@@ -246,11 +254,24 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       const int key0 = n * C::kBlockN;
       const bool last_tail = tail && n == n_tiles - 1;
       const bool causal_diag = kp.causal && key0 + C::kBlockN - 1 > first_row;
+      p_low = false;
       if constexpr (kMasked) {
         const int kind = walk.kind(n);
         const bool load_mask = kind != kTileZero;
         if (walk.causal_predicate(kind)) {
-          softmax_tile<true, kMaskGlobal, true, true, true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
+          // A CAUSAL tile is the unit's diagonal tile (key0 == first_row: keys past every row of the block are
+          // a DEAD tile, keys before it ZERO). Consumer warpgroup 0 holds rows first_row .. first_row + 63, for
+          // which every key from first_row + 64 on is past the row: -inf, p = 0. Its softmax covers the lower
+          // 64 keys only and its P V their four k-blocks (same bits). canonical_warp_group_idx() is
+          // warp-uniform to the compiler (a test of consumer_wg compiled to divergent-branch code).
+          if (kp.diag_half && cutlass::canonical_warp_group_idx() == 1 && key0 == first_row) {
+            softmax_tile<true, kMaskGlobal, true, true, true, kColGroups / 2>(tSrS, rescale, m, l, row, col0, key0, kp,
+                                                                              mask_row, false);
+            p_low = true;
+          } else {
+            softmax_tile<true, kMaskGlobal, true, true, true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row,
+                                                              false);
+          }
         } else if (kp.lean_zero && (!load_mask || kp.mask == nullptr) && !last_tail && !causal_diag) {
           softmax_tile<true, kMaskGlobal, false, false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
         } else {

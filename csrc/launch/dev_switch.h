@@ -35,6 +35,7 @@ enum class DevSwitch : int {
   kAttnBn,             // VLATTN_ATTN_BN: keys per step, 0 rule, 1 the 128-or-176 rule, 128/144/160/176
   kAttnResident,       // VLATTN_ATTN_RESIDENT: K/V-resident kernel for <= 256 keys, 0 never, 1 rule, 2 always
   kAttnTailSplit,      // VLATTN_ATTN_TAIL_SPLIT: key split of the persistent grid's last wave, 0 never, 1 rule, 2 always
+  kAttnDiagHalf,       // VLATTN_ATTN_DIAG_HALF: the resident kernel's diagonal tiles, upper keys skipped for the first 64 rows
   kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
   kCount
 };
