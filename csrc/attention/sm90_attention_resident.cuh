@@ -205,6 +205,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
     float m[2], l[2];
     ResidentTiles walk;
     ResidentTiles next_tiles = units > 0 ? resident_tiles(kp, cta.batch, cta.m_block(0)) : ResidentTiles{};
+    // Every unit of a CTA has the CTA's batch, so a unit's walk depends on its q-block only. With at most two
+    // q-blocks (007's S 128 / 256) the first head's units compute them and every later unit selects one (unit
+    // u's q-block is m_blocks - 1 - u % m_blocks): walk_first for even positions, walk_second for odd ones. More
+    // q-blocks (a long Sq over <= 256 keys) compute each unit's walk, as before. Same walks, same bits; the
+    // summary's two dependent L2 loads and the walk's ~150 instructions leave all units but the first two.
+    const bool cache_walks = cta.m_blocks <= 2;
+    ResidentTiles walk_first = next_tiles, walk_second;
     // ... and the one whose epilogue is pending (its last P V issued with the current unit's first Q K^T).
     int epi_slot = 0, epi_head = 0, epi_first_row = 0;
     float inv_l[2] = {0.f, 0.f};
@@ -231,7 +238,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full[slot], (u / kResidentQStages) & 1);
     };
     auto prefetch_next = [&]() {
-      if (i + 1 < units) next_tiles = resident_tiles(kp, cta.batch, cta.m_block(i + 1));
+      const int u = i + 1;
+      if (u >= units) return;
+      if (!cache_walks || u < cta.m_blocks) {
+        next_tiles = resident_tiles(kp, cta.batch, cta.m_block(u));
+        if (u == 1) walk_second = next_tiles;
+      } else {
+        next_tiles = (u % cta.m_blocks == 0) ? walk_first : walk_second;
+      }
     };
     auto issue_qk = [&](int q_slot, int n) { issue_qk_gemm(mma_qk, tSrQ(_, _, _, q_slot), tSrK(_, _, _, n), tSrS); };
     // p_low: the softmax of the tile whose P V this issues left P's upper 64 keys at exactly 0 (see softmax);
