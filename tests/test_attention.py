@@ -493,6 +493,25 @@ def test_resident_diag_half_is_bitwise_neutral(case, highest_fp32_matmul):
 
 
 @requires_sm90
+@pytest.mark.parametrize("case", RESIDENT_CASES, ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
+def test_resident_tma_o_is_bitwise_neutral(case, highest_fp32_matmul):
+    """VLATTN_ATTN_TMA_O (on by default): the resident kernel's producer stores each unit's staged O tile with TMA
+    (rows past Sq left alone by the tensor map's bounds) instead of the consumers' 16-byte stores (=0). Same bytes
+    on every resident case (Sq tails, Sq = 1, three q-blocks, rows with no live key), on a NaN-poisoned output."""
+    from vlattn import dev
+    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    mask = None if mask_kind is None else make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
+    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
+        with dev.switch("VLATTN_ATTN_TMA_O", 1):
+            tma = _poisoned_attention(q, k, v, mask, causal)
+        with dev.switch("VLATTN_ATTN_TMA_O", 0):
+            plain = _poisoned_attention(q, k, v, mask, causal)
+    assert not torch.isnan(tma).any(), f"{case}: rows the TMA stores left unwritten"
+    assert torch.equal(tma, plain), f"{case}: the TMA-stored O differs from the 16-byte stores"
+
+
+@requires_sm90
 def test_resident_kernel_strided_inputs(highest_fp32_matmul):
     """Token-major q / k / v views ([B, S, H, 128] transposed, as the layers pass them) through the resident
     kernel: the same bits as contiguous copies."""

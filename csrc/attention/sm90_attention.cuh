@@ -324,6 +324,10 @@ struct KernelArgs {
   int resident_heads = 0;
   int resident_chunks = 0;
   bool diag_half = true;
+  // tma_o_store: the producer thread stores each unit's staged O with TMA (tma_o: o viewed as (d, s, Hq, B), box
+  // (64, 128, 1, 1), 128B swizzle: half a staged tile), instead of the consumers' 16-byte stores. Same bytes.
+  bool tma_o_store = false;
+  CUtensorMap tma_o{};
   // Key split of the last wave (attn_rules::TailSplit; split_tiles = 0: off). Only the build kTailSplitBuilt names
   // (persistent, 128-key, no mask ring, no kLean) reads these; the launcher sets them only for launches without a mask
   // and without the causal flag, on a grid of exactly the plan's CTAs, without GQA packing.
@@ -1482,6 +1486,7 @@ inline attn_rules::LaunchSwitches launch_switches() {
   sw.resident = static_cast<int>(dev_switch(DevSwitch::kAttnResident));
   sw.tail_split = static_cast<int>(dev_switch(DevSwitch::kAttnTailSplit));
   sw.diag_half = dev_switch_on(DevSwitch::kAttnDiagHalf);
+  sw.tma_o = dev_switch_on(DevSwitch::kAttnTmaO);
   return sw;
 }
 
@@ -1566,6 +1571,22 @@ inline bool make_tma_q_packed(CUtensorMap* map, const AttentionParams& p, int pa
       map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, const_cast<void*>(p.q), dims, strides, box, elem_strides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+// o [B, Sq, Hq, 128] (token-major, contiguous: the layout every kernel stores) viewed as (d, s, h, b): one box of
+// (64, 128, 1, 1) is a 64-column half of a staged O tile (128-byte rows, 128B swizzle like SmemLayoutQ); rows past
+// Sq are out of bounds, so TMA leaves them (and the next head's rows) alone.
+inline bool make_tma_o(CUtensorMap* map, const AttentionParams& p) {
+  const cuuint64_t e = sizeof(Element);
+  cuuint64_t dims[4] = {cuuint64_t(C::kHeadDim), cuuint64_t(p.seqlen_q), cuuint64_t(p.heads_q), cuuint64_t(p.batch)};
+  cuuint64_t strides[3] = {cuuint64_t(p.heads_q) * C::kHeadDim * e, cuuint64_t(C::kHeadDim) * e,
+                           cuuint64_t(p.seqlen_q) * p.heads_q * C::kHeadDim * e};
+  cuuint32_t box[4] = {64, cuuint32_t(C::kBlockM), 1, 1};
+  cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = CUTLASS_CUDA_DRIVER_WRAPPER_CALL(cuTensorMapEncodeTiled)(
+      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, p.o, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
 
@@ -1654,6 +1675,8 @@ inline AttentionStatus launch(const AttentionParams& p, const attn_rules::Launch
   // Short key sequences: the K/V-resident kernel (VLATTN_ATTN_RESIDENT; attn_rules::resident_plan).
   if (plan.kernel == attn_rules::AttnKernel::kResident) {
     kp.diag_half = plan.diag_half;
+    kp.tma_o_store = plan.tma_o_store;
+    if (kp.tma_o_store && !make_tma_o(&kp.tma_o, p)) return AttentionStatus::kInitFailed;
     return launch_resident(kp, plan.resident, p);
   }
 

@@ -157,11 +157,37 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.v_full[t], KT::kVBytes);
         copy(kp.tma_v.with(ss.v_full[t]), get<0>(tV)(_, t), get<1>(tV)(_, t));
       }
+      // kp.tma_o_store: unit u's O, staged in its Q stage by the consumers' epilogue (which then released the stage),
+      // goes out as two TMA boxes (its 64-column halves) from here, before the stage takes the Q of unit u + 3.
+      // The wait for the boxes' shared-memory reads sits between that release and the next load into the stage,
+      // which the unit after next needs only two units later.
+      auto store_o = [&](int u) {
+        const Element* tile = ss.q + (u % kResidentQStages) * cosize_v<SmemLayoutQ>;
+        const int row = cta.m_block(u) * C::kBlockM, head = cta.head(u, kp.group);
+        CUTE_UNROLL
+        for (int half = 0; half < 2; ++half)
+          SM90_TMA_STORE_4D::copy(&kp.tma_o, tile + half * (C::kBlockM * 64), half * 64, row, head, cta.batch);
+        tma_store_arrive();
+      };
 #pragma unroll 1
       for (int i = 1; i < units; ++i) {
-        if (i >= kResidentQStages)
+        if (i >= kResidentQStages) {
           cutlass::arch::ClusterBarrier::wait(&ss.q_empty[i % kResidentQStages], (i / kResidentQStages - 1) & 1);
+          if (kp.tma_o_store) {
+            store_o(i - kResidentQStages);
+            tma_store_wait<0>();
+          }
+        }
         load_q(i);
+      }
+      if (kp.tma_o_store) {
+        // The last (up to) three units: their stages are released by the consumers' last epilogues.
+#pragma unroll 1
+        for (int u = max(0, units - kResidentQStages); u < units; ++u) {
+          cutlass::arch::ClusterBarrier::wait(&ss.q_empty[u % kResidentQStages], (u / kResidentQStages) & 1);
+          store_o(u);
+        }
+        tma_store_wait<0>();  // the boxes' shared-memory reads, before the CTA exits
       }
     }
   } else {
@@ -307,6 +333,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
           make_identity_tensor(Shape<Int<C::kBlockM>, Int<C::kHeadDim>>{}));
       const uint32_t s_tile = cute::cast_smem_ptr_to_uint(ss.q + smem_off + epi_slot * cosize_v<SmemLayoutQ>);
       stage_o(tOrO, tOcO, inv_l, s_tile);
+      if (kp.tma_o_store) {
+        // The producer stores the staged tile with TMA once both warpgroups have released the stage: the stores
+        // above reach the async proxy first (the release/acquire of q_empty orders them before the producer's wait).
+        cutlass::arch::fence_view_async_shared();
+        cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[epi_slot]);
+        return;
+      }
       cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrierBase + consumer_wg);
       store_o_rows(s_tile, ct_u % 128, consumer_wg, kp, cta.batch, o_row_stride, [&](int r_local, int& q_row, int& head_out) {
         q_row = epi_first_row + r_local, head_out = epi_head;

@@ -376,6 +376,8 @@ bool attention_launch_plan(std::string& err) {
   switch_sets[7].tail_split = 2;
   switch_sets[8].lean_zero = 2;
   switch_sets[9].mask_smem = 0;
+  switch_sets[6].diag_half = false;  // with resident = 2: the resident kernel without its two arguments
+  switch_sets[6].tma_o = false;
   const int seqs[] = {1, 100, 128, 129, 256, 257, 392, 541, 613, 1024, 1568, 4096, 6272, 12544};
   const int heads[][2] = {{28, 4}, {32, 8}, {8, 8}, {16, 2}};
   for (int b : {1, 3, 64})
@@ -390,6 +392,9 @@ bool attention_launch_plan(std::string& err) {
                 const LaunchPlan plan = attn_rules::launch_plan(p, sw);
                 EXPECT(plan.kernel != AttnKernel::kNone);
                 EXPECT((plan.kernel == AttnKernel::kResident) == plan.resident.use);
+                // The resident kernel's arguments follow their switches; no other kernel reads them.
+                EXPECT(plan.diag_half == (plan.kernel == AttnKernel::kResident && sw.diag_half));
+                EXPECT(plan.tma_o_store == (plan.kernel == AttnKernel::kResident && sw.tma_o));
                 if (plan.kernel == AttnKernel::kResident) {
                   EXPECT(!sw.simple && plan.grid[0] == plan.resident.ctas && !plan.split.use);
                   continue;
