@@ -512,6 +512,25 @@ def test_resident_tma_o_is_bitwise_neutral(case, highest_fp32_matmul):
 
 
 @requires_sm90
+@pytest.mark.parametrize("case", [c for c in RESIDENT_CASES if c[5] is not None],
+                         ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
+def test_resident_walk_cache_is_bitwise_neutral(case, highest_fp32_matmul):
+    """VLATTN_ATTN_WALK_CACHE (on by default): with at most two q-blocks the resident kernel reads each q-block's
+    tile walk from the mask summary once per CTA (=0: once per unit). Same walks, same bits, on every masked
+    resident case (one, two and three q-blocks; DEAD tiles skipped; chunked heads)."""
+    from vlattn import dev
+    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    mask = make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
+    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
+        with dev.switch("VLATTN_ATTN_WALK_CACHE", 1):
+            cached = _poisoned_attention(q, k, v, mask, causal)
+        with dev.switch("VLATTN_ATTN_WALK_CACHE", 0):
+            per_unit = _poisoned_attention(q, k, v, mask, causal)
+    assert torch.equal(cached, per_unit), f"{case}: the cached walks changed bits"
+
+
+@requires_sm90
 def test_resident_kernel_strided_inputs(highest_fp32_matmul):
     """Token-major q / k / v views ([B, S, H, 128] transposed, as the layers pass them) through the resident
     kernel: the same bits as contiguous copies."""

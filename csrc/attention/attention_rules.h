@@ -357,6 +357,7 @@ struct LaunchSwitches {
   bool diag_half = true;  // VLATTN_ATTN_DIAG_HALF: the resident kernel's CAUSAL diagonal tiles take the lower-key
                           // softmax and P V in the warpgroup of the block's first 64 rows (a kernel argument)
   bool tma_o = true;      // VLATTN_ATTN_TMA_O: the resident kernel's producer stores O with TMA (a kernel argument)
+  bool walk_cache = true; // VLATTN_ATTN_WALK_CACHE: the resident kernel's walks once per q-block (a kernel argument)
 };
 
 // The kernel build a launch runs (sm90_attention.cuh's attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent,
@@ -385,6 +386,7 @@ struct LaunchPlan {
   TailSplit split;          // the persistent grid's last wave cut by keys (kPlain at 128 keys only)
   bool diag_half = false;   // kResident: its CAUSAL diagonal tiles' lower-key softmax and P V (a kernel argument)
   bool tma_o_store = false;  // kResident: its producer stores each unit's staged O with TMA (a kernel argument)
+  bool walk_cache = false;   // kResident: its walks computed once per q-block, with at most two (a kernel argument)
 };
 
 inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw) {
@@ -399,6 +401,7 @@ inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw
     plan.grid[0] = plan.resident.ctas;
     plan.diag_half = sw.diag_half;
     plan.tma_o_store = sw.tma_o;
+    plan.walk_cache = sw.walk_cache;
     return plan;
   }
   plan.lean_zero = sw.lean_zero >= 1;

@@ -328,6 +328,7 @@ struct KernelArgs {
   // (64, 128, 1, 1), 128B swizzle: half a staged tile), instead of the consumers' 16-byte stores. Same bytes.
   bool tma_o_store = false;
   CUtensorMap tma_o{};
+  bool walk_cache = true;  // the resident kernel's walks computed once per q-block (with at most two), same bits
   // Key split of the last wave (attn_rules::TailSplit; split_tiles = 0: off). Only the build kTailSplitBuilt names
   // (persistent, 128-key, no mask ring, no kLean) reads these; the launcher sets them only for launches without a mask
   // and without the causal flag, on a grid of exactly the plan's CTAs, without GQA packing.
@@ -1487,6 +1488,7 @@ inline attn_rules::LaunchSwitches launch_switches() {
   sw.tail_split = static_cast<int>(dev_switch(DevSwitch::kAttnTailSplit));
   sw.diag_half = dev_switch_on(DevSwitch::kAttnDiagHalf);
   sw.tma_o = dev_switch_on(DevSwitch::kAttnTmaO);
+  sw.walk_cache = dev_switch_on(DevSwitch::kAttnWalkCache);
   return sw;
 }
 
@@ -1676,6 +1678,7 @@ inline AttentionStatus launch(const AttentionParams& p, const attn_rules::Launch
   if (plan.kernel == attn_rules::AttnKernel::kResident) {
     kp.diag_half = plan.diag_half;
     kp.tma_o_store = plan.tma_o_store;
+    kp.walk_cache = plan.walk_cache;
     if (kp.tma_o_store && !make_tma_o(&kp.tma_o, p)) return AttentionStatus::kInitFailed;
     return launch_resident(kp, plan.resident, p);
   }

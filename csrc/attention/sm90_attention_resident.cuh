@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
     // u's q-block is m_blocks - 1 - u % m_blocks): walk_first for even positions, walk_second for odd ones. More
     // q-blocks (a long Sq over <= 256 keys) compute each unit's walk, as before. Same walks, same bits; the
     // summary's two dependent L2 loads and the walk's ~150 instructions leave all units but the first two.
-    const bool cache_walks = cta.m_blocks <= 2;
+    const bool cache_walks = kp.walk_cache && cta.m_blocks <= 2;
     ResidentTiles walk_first = next_tiles, walk_second;
     // ... and the one whose epilogue is pending (its last P V issued with the current unit's first Q K^T).
     int epi_slot = 0, epi_head = 0, epi_first_row = 0;

@@ -42,6 +42,7 @@ constexpr Entry kTable[] = {
     {"VLATTN_ATTN_TAIL_SPLIT", 1, false},
     {"VLATTN_ATTN_DIAG_HALF", 1, true},
     {"VLATTN_ATTN_TMA_O", 1, true},
+    {"VLATTN_ATTN_WALK_CACHE", 1, true},
     {"VLATTN_PDL", 1, true},
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kCount, "one entry per DevSwitch");

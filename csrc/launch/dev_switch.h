@@ -37,6 +37,7 @@ enum class DevSwitch : int {
   kAttnTailSplit,      // VLATTN_ATTN_TAIL_SPLIT: key split of the persistent grid's last wave, 0 never, 1 rule, 2 always
   kAttnDiagHalf,       // VLATTN_ATTN_DIAG_HALF: the resident kernel's diagonal tiles, upper keys skipped for the first 64 rows
   kAttnTmaO,           // VLATTN_ATTN_TMA_O: the resident kernel's O stored by its producer thread with TMA
+  kAttnWalkCache,      // VLATTN_ATTN_WALK_CACHE: the resident kernel's tile walks once per q-block
   kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
   kCount
 };
