@@ -531,6 +531,24 @@ def test_resident_walk_cache_is_bitwise_neutral(case, highest_fp32_matmul):
 
 
 @requires_sm90
+@pytest.mark.parametrize("case", [c for c in RESIDENT_CASES if c[5] is not None],
+                         ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
+def test_resident_lean_zero_switch_reaches_it(case, highest_fp32_matmul):
+    """VLATTN_ATTN_LEAN_ZERO=0 makes the resident kernel check every key of its ZERO tiles too (before, the switch
+    stopped at the other kernels); same bits as the lean path."""
+    from vlattn import dev
+    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    mask = make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
+    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
+        with dev.switch("VLATTN_ATTN_LEAN_ZERO", 1):
+            lean = _poisoned_attention(q, k, v, mask, causal)
+        with dev.switch("VLATTN_ATTN_LEAN_ZERO", 0):
+            checked = _poisoned_attention(q, k, v, mask, causal)
+    assert torch.equal(lean, checked), f"{case}: LEAN_ZERO=0 changed the resident kernel's bits"
+
+
+@requires_sm90
 def test_resident_kernel_strided_inputs(highest_fp32_matmul):
     """Token-major q / k / v views ([B, S, H, 128] transposed, as the layers pass them) through the resident
     kernel: the same bits as contiguous copies."""

@@ -396,6 +396,8 @@ inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seqlen_q < 1 || p.seqlen_k < 1 ||
       p.heads_q % p.heads_kv != 0)
     return plan;
+  // The resident kernel reads lean_zero too (its ZERO tiles without per-key checks).
+  plan.lean_zero = sw.lean_zero >= 1;
   if (plan.resident.use) {
     plan.kernel = AttnKernel::kResident;
     plan.grid[0] = plan.resident.ctas;
@@ -404,7 +406,6 @@ inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw
     plan.walk_cache = sw.walk_cache;
     return plan;
   }
-  plan.lean_zero = sw.lean_zero >= 1;
   const bool lean_staged = sw.lean_zero >= 2 || (sw.lean_zero == 1 && lean_staged_pays(p));
   plan.pack = pack_plan(p, sw.pack, plan.summary);
   plan.stage_mask = p.mask != nullptr && sw.mask_smem >= 1 && mask_vec16(p) && !plan.pack.packed;

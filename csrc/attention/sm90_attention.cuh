@@ -1676,6 +1676,7 @@ inline AttentionStatus launch(const AttentionParams& p, const attn_rules::Launch
 
   // Short key sequences: the K/V-resident kernel (VLATTN_ATTN_RESIDENT; attn_rules::resident_plan).
   if (plan.kernel == attn_rules::AttnKernel::kResident) {
+    kp.lean_zero = plan.lean_zero;  // VLATTN_ATTN_LEAN_ZERO=0 reaches this kernel's ZERO tiles too (same bits)
     kp.diag_half = plan.diag_half;
     kp.tma_o_store = plan.tma_o_store;
     kp.walk_cache = plan.walk_cache;

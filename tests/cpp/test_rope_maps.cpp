@@ -379,6 +379,7 @@ bool attention_launch_plan(std::string& err) {
   switch_sets[6].diag_half = false;  // with resident = 2: the resident kernel without its two arguments
   switch_sets[6].tma_o = false;
   switch_sets[6].walk_cache = false;
+  switch_sets[6].lean_zero = 0;
   const int seqs[] = {1, 100, 128, 129, 256, 257, 392, 541, 613, 1024, 1568, 4096, 6272, 12544};
   const int heads[][2] = {{28, 4}, {32, 8}, {8, 8}, {16, 2}};
   for (int b : {1, 3, 64})
@@ -397,6 +398,7 @@ bool attention_launch_plan(std::string& err) {
                 EXPECT(plan.diag_half == (plan.kernel == AttnKernel::kResident && sw.diag_half));
                 EXPECT(plan.tma_o_store == (plan.kernel == AttnKernel::kResident && sw.tma_o));
                 EXPECT(plan.walk_cache == (plan.kernel == AttnKernel::kResident && sw.walk_cache));
+                EXPECT(plan.lean_zero == (sw.lean_zero >= 1));  // every kernel, the resident one included
                 if (plan.kernel == AttnKernel::kResident) {
                   EXPECT(!sw.simple && plan.grid[0] == plan.resident.ctas && !plan.split.use);
                   continue;
