@@ -436,6 +436,7 @@ RESIDENT_CASES = [
     (8, 32, 8, 128, 196, None, False, False),
     (1, 7, 1, 1, 256, "random", False, False),
     (3, 4, 4, 129, 255, "causal_inf", False, False),
+    (2, 8, 2, 100, 200, None, True, False),  # causal flag, Sq <= 128 < Sk: key tile 1 loaded, visited by no unit
 ]
 
 

@@ -682,7 +682,8 @@ struct MaskSmemThread {
 // kLiveGroups > 0 (masked path only): the caller knows every key of the column groups from kLiveGroups on is
 // -inf in this thread's rows (a diagonal tile's upper half for the block's first 64 rows): those groups are
 // neither scaled nor exponentiated, their p is written as 0. -inf never sets the max and exp2(-inf) = +0 adds
-// nothing to the sum (accumulated in the same order over the live groups), so the bits are the same.
+// nothing to the sum (accumulated in the same order over the live groups), so the bits are the same (and a P V
+// over the live k-blocks only gives O's bits too, for finite V).
 template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true,
           bool kForceCausal = false, int kLiveGroups = 0, class FragS>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],

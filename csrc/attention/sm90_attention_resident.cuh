@@ -189,6 +189,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
         }
         tma_store_wait<0>();  // the boxes' shared-memory reads, before the CTA exits
       }
+      // Every key tile loaded above has landed before the CTA exits: a tile no unit visits (the causal flag with
+      // Sq <= 128 < Sk, or a DEAD tile every unit skips) is never waited on by a consumer, and a TMA write still
+      // in flight into this CTA's shared memory after it exits could land in the next CTA's on this SM.
+      for (int t = 0; t < key_tiles; ++t) {
+        cutlass::arch::ClusterTransactionBarrier::wait(&ss.k_full[t], 0);
+        cutlass::arch::ClusterTransactionBarrier::wait(&ss.v_full[t], 0);
+      }
     }
   } else {
     // ---------------------------------------------------------------- consumers
@@ -302,7 +309,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
           // A CAUSAL tile is the unit's diagonal tile (key0 == first_row: keys past every row of the block are
           // a DEAD tile, keys before it ZERO). Consumer warpgroup 0 holds rows first_row .. first_row + 63, for
           // which every key from first_row + 64 on is past the row: -inf, p = 0. Its softmax covers the lower
-          // 64 keys only and its P V their four k-blocks (same bits). canonical_warp_group_idx() is
+          // 64 keys only and its P V their four k-blocks (same bits for finite V: the whole tile's 0 x inf would
+          // be NaN in these rows, the lower keys alone leave them finite). canonical_warp_group_idx() is
           // warp-uniform to the compiler (a test of consumer_wg compiled to divergent-branch code).
           if (kp.diag_half && cutlass::canonical_warp_group_idx() == 1 && key0 == first_row) {
             softmax_tile<true, kMaskGlobal, true, true, true, kColGroups / 2>(tSrS, rescale, m, l, row, col0, key0, kp,
