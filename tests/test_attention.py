@@ -472,81 +472,48 @@ def test_resident_kernel_matches_per_unit_bitwise(case, skip, highest_fp32_matmu
     assert_close(resident, ref, ref32, what, rows_ok=rows_ok)
 
 
-@requires_sm90
-@pytest.mark.parametrize("case", [c for c in RESIDENT_CASES if c[5] in ("causal_min", "causal_inf")],
-                         ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
-def test_resident_diag_half_is_bitwise_neutral(case, highest_fp32_matmul):
-    """VLATTN_ATTN_DIAG_HALF (on by default): on a CAUSAL diagonal tile the resident kernel's warpgroup of the
-    block's first 64 rows exponentiates and multiplies into O only the lower 64 keys (the others are masked in
-    all its rows). Same bits as the whole tile (=0), on causal masks with the bf16 minimum and with -inf."""
-    from vlattn import dev
-    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
-    q, k, v = qkv(batch, hq, hkv, sq, sk)
-    mask = make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
-    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
-        with dev.switch("VLATTN_ATTN_DIAG_HALF", 1):
-            half = _poisoned_attention(q, k, v, mask, causal)
-        with dev.switch("VLATTN_ATTN_DIAG_HALF", 0):
-            whole = _poisoned_attention(q, k, v, mask, causal)
-    assert torch.equal(half, whole), f"{case}: the diagonal tiles' lower-key path changed bits"
-    ref, ref32 = references(q, k, v, mask, causal, None)
-    assert_close(half, ref, ref32, f"{case} diag_half")
+# The resident kernel's switches, each bitwise neutral (its value 1 against 0, both on the resident kernel), with the
+# cases where its path differs: (switch, what it changes, which RESIDENT_CASES by mask kind: None = all).
+RESIDENT_SWITCHES = [
+    # CAUSAL diagonal tiles: the warpgroup of the block's first 64 rows exponentiates and multiplies into O only the
+    # lower 64 keys (the others are masked in all its rows), on causal masks with the bf16 minimum and with -inf.
+    ("VLATTN_ATTN_DIAG_HALF", "the diagonal tiles' lower-key path", ("causal_min", "causal_inf")),
+    # The producer stores each unit's staged O with TMA (rows past Sq left alone by the tensor map's bounds) instead
+    # of the consumers' 16-byte stores: every case (Sq tails, Sq = 1, three q-blocks, rows with no live key).
+    ("VLATTN_ATTN_TMA_O", "the TMA-stored O", None),
+    # With at most two q-blocks each q-block's tile walk is read from the mask summary once per CTA, not per unit.
+    ("VLATTN_ATTN_WALK_CACHE", "the cached walks", "masked"),
+    # =0 makes the resident kernel check every key of its ZERO tiles (the switch used to stop at the other kernels).
+    ("VLATTN_ATTN_LEAN_ZERO", "the lean ZERO tiles", "masked"),
+]
+
+
+def _switch_cases():
+    for name, what, kinds in RESIDENT_SWITCHES:
+        for c in RESIDENT_CASES:
+            if kinds is None or (kinds == "masked" and c[5] is not None) or (isinstance(kinds, tuple) and c[5] in kinds):
+                yield pytest.param(name, what, c, id=f"{name[12:]}-" + "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
 
 
 @requires_sm90
-@pytest.mark.parametrize("case", RESIDENT_CASES, ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
-def test_resident_tma_o_is_bitwise_neutral(case, highest_fp32_matmul):
-    """VLATTN_ATTN_TMA_O (on by default): the resident kernel's producer stores each unit's staged O tile with TMA
-    (rows past Sq left alone by the tensor map's bounds) instead of the consumers' 16-byte stores (=0). Same bytes
-    on every resident case (Sq tails, Sq = 1, three q-blocks, rows with no live key), on a NaN-poisoned output."""
+@pytest.mark.parametrize("switch,what,case", list(_switch_cases()))
+def test_resident_switch_is_bitwise_neutral(switch, what, case, highest_fp32_matmul):
+    """Each of the resident kernel's switches gives the same bits at 1 and 0 on a NaN-poisoned output (no row left
+    unwritten: none of these cases has a row the reference leaves NaN), and the result is right."""
     from vlattn import dev
     batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
     q, k, v = qkv(batch, hq, hkv, sq, sk)
     mask = None if mask_kind is None else make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
     with dev.switch("VLATTN_ATTN_RESIDENT", 2):
-        with dev.switch("VLATTN_ATTN_TMA_O", 1):
-            tma = _poisoned_attention(q, k, v, mask, causal)
-        with dev.switch("VLATTN_ATTN_TMA_O", 0):
-            plain = _poisoned_attention(q, k, v, mask, causal)
-    assert not torch.isnan(tma).any(), f"{case}: rows the TMA stores left unwritten"
-    assert torch.equal(tma, plain), f"{case}: the TMA-stored O differs from the 16-byte stores"
-
-
-@requires_sm90
-@pytest.mark.parametrize("case", [c for c in RESIDENT_CASES if c[5] is not None],
-                         ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
-def test_resident_walk_cache_is_bitwise_neutral(case, highest_fp32_matmul):
-    """VLATTN_ATTN_WALK_CACHE (on by default): with at most two q-blocks the resident kernel reads each q-block's
-    tile walk from the mask summary once per CTA (=0: once per unit). Same walks, same bits, on every masked
-    resident case (one, two and three q-blocks; DEAD tiles skipped; chunked heads)."""
-    from vlattn import dev
-    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
-    q, k, v = qkv(batch, hq, hkv, sq, sk)
-    mask = make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
-    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
-        with dev.switch("VLATTN_ATTN_WALK_CACHE", 1):
-            cached = _poisoned_attention(q, k, v, mask, causal)
-        with dev.switch("VLATTN_ATTN_WALK_CACHE", 0):
-            per_unit = _poisoned_attention(q, k, v, mask, causal)
-    assert torch.equal(cached, per_unit), f"{case}: the cached walks changed bits"
-
-
-@requires_sm90
-@pytest.mark.parametrize("case", [c for c in RESIDENT_CASES if c[5] is not None],
-                         ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
-def test_resident_lean_zero_switch_reaches_it(case, highest_fp32_matmul):
-    """VLATTN_ATTN_LEAN_ZERO=0 makes the resident kernel check every key of its ZERO tiles too (before, the switch
-    stopped at the other kernels); same bits as the lean path."""
-    from vlattn import dev
-    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
-    q, k, v = qkv(batch, hq, hkv, sq, sk)
-    mask = make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
-    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
-        with dev.switch("VLATTN_ATTN_LEAN_ZERO", 1):
-            lean = _poisoned_attention(q, k, v, mask, causal)
-        with dev.switch("VLATTN_ATTN_LEAN_ZERO", 0):
-            checked = _poisoned_attention(q, k, v, mask, causal)
-    assert torch.equal(lean, checked), f"{case}: LEAN_ZERO=0 changed the resident kernel's bits"
+        with dev.switch(switch, 1):
+            on = _poisoned_attention(q, k, v, mask, causal)
+        with dev.switch(switch, 0):
+            off = _poisoned_attention(q, k, v, mask, causal)
+    assert not torch.isnan(on).any(), f"{switch} {case}: rows left unwritten"
+    assert torch.equal(on, off), f"{switch} {case}: {what} changed bits"
+    rows_ok = (mask[:, 0, :, :] >= -1e30).any(-1) if mask_kind == "query_padding" else None
+    ref, ref32 = references(q, k, v, mask, causal, None)
+    assert_close(on, ref, ref32, f"{case} {switch}", rows_ok=rows_ok)
 
 
 @requires_sm90
