@@ -9,7 +9,8 @@
 #  2. a Python like the device's (3.12, torch 2.11.0+cu130: the device tool's KINDS.md) at PREBUILD_PYTHON
 #     (default /work/venv312), made with pyenv's or PATH's python3.12 and the local package index;
 #  3. scripts/prebuild.sh REV for each REV, into prebuilt/ (~8 min a full build on 2 cores; a second REV
-#     recompiles only the units whose sources differ).
+#     recompiles only the units whose sources differ; a REV whose sources' module prebuilt/ already holds, built
+#     with this Python, torch, CUTLASS and nvcc, is skipped in ~2 s).
 #
 # Idempotent: each step is skipped when its result is there. The machines here start bare every session
 # (.whl/, prebuilt/ and the venvs are outside git), so a session that expects a device runs this first, in

@@ -2,7 +2,8 @@
 # Build the extension on this (CPU) machine for the device machine, so that a device call skips its
 # 130-200 s build: scripts/prebuilt.py says what is checked there and why.
 #
-#   scripts/prebuild.sh [REV]      # default HEAD; uncommitted edits are not in the build
+#   scripts/prebuild.sh [REV]      # default HEAD; uncommitted edits are not in the build; nothing to do (exit 0)
+#                                  # when prebuilt/ already holds REV's sources' module (PREBUILD_FORCE=1 builds)
 #
 # Then name `prebuilt` in the device call's carry (beside `.whl`); scripts/gpu_check.sh uses the module
 # when it matches the device's tree and torch, and builds as before when not (PREBUILT=0 forces a build).
@@ -31,6 +32,13 @@ done
 mkdir -p "$WORK/tree"
 rm -rf "$WORK/export" && mkdir -p "$WORK/export"
 git archive "$SHA" | tar -x -C "$WORK/export"
+# A slot for these sources, built with this Python and torch, is already packed (the modules outlive sessions on
+# some machines, and `device_prep.sh pending HEAD` names both revisions when they share sources): nothing to build.
+# PREBUILD_FORCE=1 builds anyway.
+if [ -z "${PREBUILD_FORCE:-}" ] && env -u PYTHONPATH "$PY" "$REPO/scripts/prebuilt.py" have --tree "$WORK/export" --out "$OUTDIR"; then
+  rm -rf "$WORK/export"
+  exit 0
+fi
 "$PY" "$REPO/scripts/prebuilt.py" sync --src "$WORK/export" --dst "$WORK/tree"
 rm -rf "$WORK/export"
 

@@ -338,6 +338,27 @@ def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, 
     return manifest
 
 
+def have(tree: pathlib.Path, out: pathlib.Path, identity: dict | None = None, ext_suffix: str | None = None,
+         env: dict | None = None, cutlass=_UNSET, nvcc: str | None = None) -> dict:
+    """The manifest of the module already packed in ``out`` for ``tree``'s sources, if a build here (this Python,
+    torch, CUTLASS and nvcc) would make the same one; else Mismatch (why it must be built)."""
+    here = source_hash(pathlib.Path(tree))
+    slot = pathlib.Path(out) / here[:SLOT_CHARS]
+    try:
+        manifest = json.loads((slot / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise Mismatch(f"no module of these sources (hash {here[:12]}) in {out}") from None
+    check(manifest, here, identity if identity is not None else torch_identity(),
+          ext_suffix if ext_suffix is not None else sysconfig.get_config_var("EXT_SUFFIX"),
+          os.environ if env is None else env, cutlass_version() if cutlass is _UNSET else cutlass)
+    nvcc = nvcc if nvcc is not None else nvcc_version()
+    if manifest["nvcc"] != nvcc:
+        raise Mismatch(f"{slot.name} was built with {manifest['nvcc']}, this machine has {nvcc}")
+    if not (slot / (manifest["module"] + ".xz")).is_file():
+        raise Mismatch(f"{slot} has a manifest but no {manifest['module']}.xz")
+    return manifest
+
+
 def smoke(root: pathlib.Path | None = None) -> str:
     """Load the module and make it throw: a module whose C++ ABI does not match torch's loads fine and then
     crashed at its first TORCH_CHECK failure (setup.py's note on the C++ standard). The shape check comes
@@ -384,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--warnings", default="", help="write the build's ptxas warning lines to this file")
     sm = sub.add_parser("smoke", help="load the module and make it throw a shape error")
     sm.add_argument("--root", default=None, help="the module loaded must be ROOT/python/vlattn's")
+    hv = sub.add_parser("have", help="exit 0 if OUT already holds the module a build of TREE here would make")
+    hv.add_argument("--tree", required=True)
+    hv.add_argument("--out", default="prebuilt")
     sy = sub.add_parser("sync", help="make DST hold SRC's files, rewriting only those that changed")
     sy.add_argument("--src", required=True)
     sy.add_argument("--dst", required=True)
@@ -405,6 +429,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"ptxas spills: {warning_count(m, 'Registers are spilled')}, C7513: {warning_count(m, 'C7513')}")
         elif args.cmd == "smoke":
             print(smoke(pathlib.Path(args.root) if args.root else None))
+        elif args.cmd == "have":
+            try:
+                m = have(pathlib.Path(args.tree), pathlib.Path(args.out))
+            except Mismatch as e:
+                print(f"prebuild: building ({e})")
+                return 1
+            print(f"prebuild: {args.out}/{m['source_hash'][:SLOT_CHARS]} already holds these sources' module (commit "
+                  f"{m['commit'][:10]}, built {m['built_at']}, torch {m['torch_version']}): nothing to build "
+                  f"(PREBUILD_FORCE=1 builds anyway)")
         elif args.cmd == "sync":
             print(f"prebuild: {sync_tree(pathlib.Path(args.src), pathlib.Path(args.dst))} file(s) written in {args.dst}")
         elif args.cmd == "merge-warnings":

@@ -472,3 +472,69 @@ def test_device_prep_builds_head_and_the_pending_series(tmp_path, case):
         assert calls == [f"HEAD {head}"]
         assert subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "pending"],
                               capture_output=True).returncode != 0
+
+
+def have(device, out, **kw):
+    args = {"identity": IDENTITY, "ext_suffix": SUFFIX, "env": {}, "cutlass": CUTLASS,
+            "nvcc": prebuilt.nvcc_version()}  # what pack wrote
+    args.update(kw)
+    return prebuilt.have(device, out, **args)
+
+
+@pytest.mark.parametrize("case", ["same", "sources", "torch", "nvcc", "no_module", "no_slot"])
+def test_have_finds_the_module_a_build_here_would_make(packed, case):
+    """prebuild.sh skips its build when the slot for the tree's sources was built with this Python, torch, CUTLASS
+    and nvcc: `have` says whether it is there."""
+    tree, out, data, device = packed
+    kw = {}
+    if case == "sources":
+        (device / "csrc" / "ops" / "layers.cpp").write_text("int layers = 5;\n")
+    elif case == "torch":
+        kw["identity"] = {**IDENTITY, "torch_version": "2.14.1+cu130"}
+    elif case == "nvcc":
+        kw["nvcc"] = "Cuda compilation tools, release 13.1"
+    elif case == "no_module":
+        next(slot(out).glob("*.xz")).unlink()
+    elif case == "no_slot":
+        shutil.rmtree(slot(out))
+    if case == "same":
+        assert have(device, out, **kw)["commit"] == "a" * 40
+    else:
+        with pytest.raises(prebuilt.Mismatch):
+            have(device, out, **kw)
+
+
+@pytest.mark.parametrize("case", ["packed", "force", "changed"])
+def test_prebuild_skips_sources_already_packed(tmp_path, case):
+    """scripts/prebuild.sh REV when prebuilt/ already holds REV's sources' module for this Python: no build (the
+    stub setup.py would leave a mark and fail); PREBUILD_FORCE=1 or changed sources build."""
+    pytest.importorskip("torch")
+    repo = make_tree(tmp_path / "repo")
+    (repo / "scripts").mkdir(exist_ok=True)
+    for f in ("prebuild.sh", "prebuilt.py"):
+        shutil.copy(ROOT / "scripts" / f, repo / "scripts" / f)
+    (repo / "setup.py").write_text("import pathlib, sys\npathlib.Path('BUILT').write_text('x')\nsys.exit(1)\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    out, work = tmp_path / "out", tmp_path / "work"
+    built = make_tree(tmp_path / "built", b"module")
+    shutil.copy(repo / "setup.py", built / "setup.py")
+    shutil.copytree(repo / "scripts", built / "scripts", dirs_exist_ok=True)
+    assert prebuilt.source_hash(built) == prebuilt.source_hash(repo)
+    prebuilt.pack(built, _git(repo, "rev-parse", "HEAD"), out, identity=prebuilt.torch_identity(), cutlass=CUTLASS)
+    env = {k: v for k, v in os.environ.items() if k not in ("PREBUILD_FORCE", "PYTHONPATH")}
+    env.update(PREBUILD_PYTHON=sys.executable, PREBUILD_DIR=str(work), PREBUILD_OUT=str(out))
+    if case == "force":
+        env["PREBUILD_FORCE"] = "1"
+    elif case == "changed":
+        (repo / "csrc" / "ops" / "layers.cpp").write_text("int layers = 9;\n")
+        _git(repo, "commit", "-q", "-am", "layers: 9")
+    r = subprocess.run(["bash", str(repo / "scripts" / "prebuild.sh"), "HEAD"], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=repo)
+    if case == "packed" and prebuilt.cutlass_version() in (None, CUTLASS):
+        assert r.returncode == 0 and "already holds" in r.stdout, r.stdout + r.stderr
+        assert not (work / "tree" / "BUILT").exists() and not (work / "export").exists()
+    else:
+        assert r.returncode == 3 and "build failed" in r.stdout, r.stdout + r.stderr
+        assert (work / "tree" / "BUILT").exists()
