@@ -17,12 +17,8 @@ echo "== every kernel of the QKV op ($problem sorted index $idx), third call: na
 python3 bench/ncu_kernel_rows.py "$OUT/ncu_qkv_all_$tag.log" --last-of 3 --units \
   --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum
 # The pass kernels of the second call, in full.
-ncu --set full --import-source no -k regex:rope_rows --launch-skip 2 --launch-count 2 -f -o "$OUT/ncu_pass_$tag" \
-  python3 bench/ncu_target.py qkv "$problem" "$idx" > "$OUT/ncu_pass_${tag}_run.log" 2>&1
-ncu -i "$OUT/ncu_pass_$tag.ncu-rep" --page details > "$OUT/ncu_pass_${tag}_details.log" 2>&1
-ncu -i "$OUT/ncu_pass_$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_pass_${tag}_source.csv" 2> /dev/null
-gzip -f "$OUT/ncu_pass_${tag}_source.csv"
-rm -f "$OUT/ncu_pass_$tag.ncu-rep"
+source "$(dirname "$0")/ncu_report.sh"
+ncu_report "ncu_pass_$tag" rope_rows --launch-skip 2 --launch-count 2 -- python3 bench/ncu_target.py qkv "$problem" "$idx"
 echo "== the pass kernels in full"
 grep -E "qkv_rope_rows|Duration|DRAM Throughput|Memory Throughput|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Achieved Occupancy|Theoretical Occupancy|L2 Hit|L1/TEX Hit" \
   "$OUT/ncu_pass_${tag}_details.log" | head -40

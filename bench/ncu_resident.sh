@@ -8,16 +8,10 @@
 set -u
 idx=${1:-9}
 OUT=${OUT:-$PWD/gpu_out}
-VLATTN_ATTN_RESIDENT=0 ncu --set full --import-source no -k regex:attention_kernel --launch-skip 1 --launch-count 1 \
-  -f -o "$OUT/ncu_unit_$idx" python3 bench/ncu_target.py attention 007 "$idx" > "$OUT/ncu_unit_${idx}_run.log" 2>&1
-ncu --set full --import-source no -k regex:kv_resident --launch-skip 1 --launch-count 1 \
-  -f -o "$OUT/ncu_res_$idx" python3 bench/ncu_target.py attention 007 "$idx" > "$OUT/ncu_res_${idx}_run.log" 2>&1
-for k in unit res; do
-  ncu -i "$OUT/ncu_${k}_$idx.ncu-rep" --page details > "$OUT/ncu_${k}_${idx}_details.log" 2>&1
-done
-ncu -i "$OUT/ncu_res_$idx.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_res_${idx}_source.csv" 2> "$OUT/ncu_res_${idx}_source.err"
-gzip -f "$OUT/ncu_res_${idx}_source.csv"
-rm -f "$OUT"/ncu_*_"$idx".ncu-rep
+source "$(dirname "$0")/ncu_report.sh"
+VLATTN_ATTN_RESIDENT=0 ncu_report "ncu_unit_$idx" attention_kernel --launch-skip 1 --launch-count 1 -- \
+  python3 bench/ncu_target.py attention 007 "$idx"
+ncu_report "ncu_res_$idx" kv_resident --launch-skip 1 --launch-count 1 -- python3 bench/ncu_target.py attention 007 "$idx"
 for k in unit res; do
   echo "== $k"
   grep -E "attention_kernel|kv_resident|Duration|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |No Eligible|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|DRAM Throughput|L2 Hit" \

@@ -11,12 +11,9 @@ set -u
 idx=${1:-0}
 OUT=${OUT:-$PWD/gpu_out}
 M="gpu__time_duration.sum,sm__cycles_elapsed.max,sm__cycles_active.max,sm__cycles_active.avg,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread,launch__shared_mem_per_block_dynamic,sm__warps_active.avg.pct_of_peak_sustained_active"
-ncu --set full --import-source no -k regex:'attention_kernel|mask_summary' --launch-skip 2 --launch-count 2 \
-  -f -o "$OUT/ncu_chain_$idx" python3 bench/ncu_target.py attention 007 "$idx" > "$OUT/ncu_chain_${idx}_run.log" 2>&1
-ncu -i "$OUT/ncu_chain_$idx.ncu-rep" --page details > "$OUT/ncu_chain_${idx}_details.log" 2>&1
-ncu -i "$OUT/ncu_chain_$idx.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_chain_${idx}_source.csv" 2> /dev/null
-gzip -f "$OUT/ncu_chain_${idx}_source.csv"
-rm -f "$OUT/ncu_chain_$idx.ncu-rep"
+source "$(dirname "$0")/ncu_report.sh"
+ncu_report "ncu_chain_$idx" 'attention_kernel|mask_summary' --launch-skip 2 --launch-count 2 -- \
+  python3 bench/ncu_target.py attention 007 "$idx"
 echo "== full set, base clocks, caches flushed"
 grep -E "attention_kernel|mask_summary|Duration|Elapsed Cycles|SM Active Cycles|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |No Eligible|Warp Cycles Per Issued|Registers Per|Dynamic Shared|Waves Per SM|Grid Size|Achieved Occupancy|DRAM Throughput|L2 Hit|Stall" \
   "$OUT/ncu_chain_${idx}_details.log" | head -60

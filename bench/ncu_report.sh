@@ -1,0 +1,24 @@
+# Sourced by the bench/ncu_*.sh scripts (needs OUT set):
+#
+#   ncu_report NAME KERNEL_REGEX [ncu launch-range args...] -- COMMAND [args...]
+#
+# Nsight Compute's full set on the launches of COMMAND whose kernel name matches KERNEL_REGEX, kept as text under
+# $OUT: NAME_run.log (COMMAND's output under ncu), NAME_details.log (the details page: durations, throughputs, issue
+# and stall sections), NAME_source.csv.gz (the SASS source page with per-instruction counters;
+# bench/ncu_source_groups.py reads it) and NAME_source.err. The binary report is removed (it does not come back from
+# the device).
+ncu_report() {
+  local name=$1 regex=$2
+  shift 2
+  local range=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    range+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift  # the --
+  ncu --set full --import-source no -k "regex:$regex" "${range[@]}" -f -o "$OUT/$name" "$@" > "$OUT/${name}_run.log" 2>&1
+  ncu -i "$OUT/$name.ncu-rep" --page details > "$OUT/${name}_details.log" 2>&1
+  ncu -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/${name}_source.csv" 2> "$OUT/${name}_source.err"
+  gzip -f "$OUT/${name}_source.csv"
+  rm -f "$OUT/$name.ncu-rep"
+}
