@@ -299,29 +299,36 @@ def check(manifest: dict, here: str, identity: dict, ext_suffix: str, env: dict,
 _UNSET = object()
 
 
-def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, ext_suffix: str | None = None,
-           env: dict | None = None, cutlass=_UNSET) -> dict:
-    """Install the prebuilt module into ``root``/python/vlattn if it fits (else Mismatch); returns the manifest."""
-    root, src = pathlib.Path(root), pathlib.Path(src)
-    here = source_hash(root)
-    slot = src / here[:SLOT_CHARS]
+def checked_slot(tree: pathlib.Path, out: pathlib.Path, identity: dict | None = None, ext_suffix: str | None = None,
+                 env: dict | None = None, cutlass=_UNSET) -> tuple[pathlib.Path, dict]:
+    """The slot in ``out`` for ``tree``'s sources and its manifest, checked against this interpreter and environment
+    (check()); Mismatch with the reason when there is none or it does not fit."""
+    here = source_hash(tree)
+    slot = out / here[:SLOT_CHARS]
     if not (slot / MANIFEST).is_file():
         have = []
-        for d in sorted(src.glob("*/" + MANIFEST)):
+        for d in sorted(out.glob("*/" + MANIFEST)):
             try:
                 have.append(json.loads(d.read_text())["commit"][:10])
             except (OSError, ValueError, KeyError):
                 have.append(f"{d.parent.name} (unreadable)")
-        raise Mismatch(f"none was built from this tree's sources (hash {here[:12]}); {src} has "
+        raise Mismatch(f"none was built from this tree's sources (hash {here[:12]}); {out} has "
                        f"{', '.join(have) if have else 'none'}")
     try:
         manifest = json.loads((slot / MANIFEST).read_text())
     except (OSError, ValueError) as e:
         raise Mismatch(f"no readable {slot / MANIFEST}: {e}") from None
-    src = slot
     check(manifest, here, identity if identity is not None else torch_identity(),
           ext_suffix if ext_suffix is not None else sysconfig.get_config_var("EXT_SUFFIX"),
           os.environ if env is None else env, cutlass_version() if cutlass is _UNSET else cutlass)
+    return slot, manifest
+
+
+def unpack(root: pathlib.Path, src: pathlib.Path, identity: dict | None = None, ext_suffix: str | None = None,
+           env: dict | None = None, cutlass=_UNSET) -> dict:
+    """Install the prebuilt module into ``root``/python/vlattn if it fits (else Mismatch); returns the manifest."""
+    root = pathlib.Path(root)
+    src, manifest = checked_slot(root, pathlib.Path(src), identity, ext_suffix, env, cutlass)
     try:
         data = lzma.decompress((src / (manifest["module"] + ".xz")).read_bytes())
     except (OSError, lzma.LZMAError) as e:
@@ -342,15 +349,7 @@ def have(tree: pathlib.Path, out: pathlib.Path, identity: dict | None = None, ex
          env: dict | None = None, cutlass=_UNSET, nvcc: str | None = None) -> dict:
     """The manifest of the module already packed in ``out`` for ``tree``'s sources, if a build here (this Python,
     torch, CUTLASS and nvcc) would make the same one; else Mismatch (why it must be built)."""
-    here = source_hash(pathlib.Path(tree))
-    slot = pathlib.Path(out) / here[:SLOT_CHARS]
-    try:
-        manifest = json.loads((slot / MANIFEST).read_text())
-    except (OSError, ValueError):
-        raise Mismatch(f"no module of these sources (hash {here[:12]}) in {out}") from None
-    check(manifest, here, identity if identity is not None else torch_identity(),
-          ext_suffix if ext_suffix is not None else sysconfig.get_config_var("EXT_SUFFIX"),
-          os.environ if env is None else env, cutlass_version() if cutlass is _UNSET else cutlass)
+    slot, manifest = checked_slot(pathlib.Path(tree), pathlib.Path(out), identity, ext_suffix, env, cutlass)
     nvcc = nvcc if nvcc is not None else nvcc_version()
     if manifest["nvcc"] != nvcc:
         raise Mismatch(f"{slot.name} was built with {manifest['nvcc']}, this machine has {nvcc}")
