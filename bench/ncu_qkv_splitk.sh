@@ -8,9 +8,11 @@
 #   3. the launch statistics (grid, cluster, shared memory, registers).
 #
 #   OUT=... bash bench/ncu_qkv_splitk.sh [sorted-by-SOL index of 007, default 0 = B1 S128]
+# (an A/B of a switch: one run per value, each with its own OUT, e.g. VLATTN_QKV_SPLITK_PUSH=0 OUT=$OUT/pull ...)
 set -u
 idx=${1:-0}
 OUT=${OUT:-$PWD/gpu_out}
+mkdir -p "$OUT"
 M="gpu__time_duration.sum,sm__cycles_elapsed.max,sm__cycles_active.max,sm__cycles_active.avg,dram__bytes_read.sum,smsp__inst_executed.sum,launch__grid_size,launch__cluster_dim_x,launch__registers_per_thread,launch__shared_mem_per_block_dynamic"
 source "$(dirname "$0")/ncu_report.sh"
 ncu_report "ncu_splitk_$idx" 'qkv_rope_splitk' --launch-skip 2 --launch-count 1 -- python3 bench/ncu_target.py qkv 007 "$idx"
