@@ -22,5 +22,4 @@ grep -E "qkv_rope_splitk|Duration|Elapsed Cycles|SM Active Cycles|Executed Ipc A
 echo "== source page by execution count"
 python3 "$(dirname "$0")/ncu_source_groups.py" "$OUT/ncu_splitk_${idx}_source.csv.gz" --groups 10 2>&1 | head -80
 echo "== metrics, clocks and caches as the layer sees them"
-ncu --cache-control none --clock-control none -k regex:qkv_rope_splitk --launch-skip 2 --launch-count 1 \
-  --metrics "$M" python3 bench/ncu_target.py qkv 007 "$idx" 2>&1 | grep -E "qkv_rope_splitk|gpu__|sm__|smsp__|dram__|launch__" | head -20
+ncu_layer_metrics "$M" qkv_rope_splitk --launch-skip 2 --launch-count 1 -- python3 bench/ncu_target.py qkv 007 "$idx"

@@ -22,3 +22,20 @@ ncu_report() {
   gzip -f "$OUT/${name}_source.csv"
   rm -f "$OUT/$name.ncu-rep"
 }
+
+#   ncu_layer_metrics METRICS KERNEL_REGEX [ncu launch-range args...] -- COMMAND [args...]
+#
+# The same launches with clocks and caches as a layer sees them (no clock locking, no cache flush): the comma list
+# METRICS per matching launch, printed (the kernel lines and the metric rows).
+ncu_layer_metrics() {
+  local metrics=$1 regex=$2
+  shift 2
+  local range=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    range+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift  # the --
+  ncu --cache-control none --clock-control none -k "regex:$regex" "${range[@]}" --metrics "$metrics" "$@" 2>&1 \
+    | grep -E "$regex|gpu__|sm__|smsp__|dram__|launch__" | head -40
+}

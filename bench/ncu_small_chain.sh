@@ -18,5 +18,5 @@ echo "== full set, base clocks, caches flushed"
 grep -E "attention_kernel|mask_summary|Duration|Elapsed Cycles|SM Active Cycles|Executed Ipc Active|Issue Slots Busy|Executed Instructions  |No Eligible|Warp Cycles Per Issued|Registers Per|Dynamic Shared|Waves Per SM|Grid Size|Achieved Occupancy|DRAM Throughput|L2 Hit|Stall" \
   "$OUT/ncu_chain_${idx}_details.log" | head -60
 echo "== metrics, clocks and caches as the layer sees them"
-ncu --cache-control none --clock-control none -k regex:'attention_kernel|mask_summary' --launch-skip 2 --launch-count 2 \
-  --metrics "$M" python3 bench/ncu_target.py attention 007 "$idx" 2>&1 | grep -E "attention_kernel|mask_summary|gpu__|sm__|smsp__|launch__" | head -40
+ncu_layer_metrics "$M" 'attention_kernel|mask_summary' --launch-skip 2 --launch-count 2 -- \
+  python3 bench/ncu_target.py attention 007 "$idx"
