@@ -754,25 +754,37 @@ __global__ void __launch_bounds__(T::Threads, 1)
     const int row_begin = rank * T::TileM / splits, row_end = (rank + 1) * T::TileM / splits;
     const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
     auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data());
-    // 256 threads x 4 columns: each thread sums a float4 of one row over the S partials.
+    // 256 threads x 4 columns: each thread sums a float4 of one row over the S partials. A thread's columns are
+    // the same on every row, so its 4 bias values are loaded once; per row, every rank's partial is loaded before
+    // the sum (independent remote loads in flight together, not one round trip per rank), then summed in rank
+    // order: the same sum on every run.
     constexpr int kColsPerThread = 4, kThreadsPerRow = T::BN / kColsPerThread;
     const int col = (t % kThreadsPerRow) * kColsPerThread;
+    float bias4[kColsPerThread];
+#pragma unroll
+    for (int j = 0; j < kColsPerThread; ++j)
+      bias4[j] = bias != nullptr ? __bfloat162float(bias[c.head * kQkvHeadDim + col + j]) : 0.0f;
 #pragma unroll 1
     for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 256 / kThreadsPerRow) {
       const float* part = &ss.red[r * T::RedPitch + col];
-      float4 sum = ld_dsmem_f4(part, 0);
-#pragma unroll 1
-      for (int q = 1; q < splits; ++q) {  // rank order: the same sum on every run
-        const float4 v = ld_dsmem_f4(part, q);
-        sum.x = __fadd_rn(sum.x, v.x);
-        sum.y = __fadd_rn(sum.y, v.y);
-        sum.z = __fadd_rn(sum.z, v.z);
-        sum.w = __fadd_rn(sum.w, v.w);
+      float4 partial[T::MaxSplits];
+#pragma unroll
+      for (int q = 0; q < T::MaxSplits; ++q)
+        if (q < splits) partial[q] = ld_dsmem_f4(part, q);
+      float4 sum = partial[0];
+#pragma unroll
+      for (int q = 1; q < T::MaxSplits; ++q) {
+        if (q < splits) {
+          sum.x = __fadd_rn(sum.x, partial[q].x);
+          sum.y = __fadd_rn(sum.y, partial[q].y);
+          sum.z = __fadd_rn(sum.z, partial[q].z);
+          sum.w = __fadd_rn(sum.w, partial[q].w);
+        }
       }
       float v[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (bias != nullptr) v[j] = __fadd_rn(v[j], __bfloat162float(bias[c.head * kQkvHeadDim + col + j]));
+        if (bias != nullptr) v[j] = __fadd_rn(v[j], bias4[j]);
         staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(v[j]);
       }
     }
