@@ -788,12 +788,17 @@ __global__ void __launch_bounds__(T::Threads, 1)
         staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(v[j]);
       }
     }
+    // The exit barrier's arrive: this thread's reads of its peers' partial tiles are done (their values are in
+    // the sums above), so it arrives here, relaxed (nothing it wrote need be visible to a peer), and the RoPE
+    // epilogue below runs before the wait instead of every CTA waiting there for its slowest peer's epilogue.
+    cute::cluster_arrive_relaxed();
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
     rope_store_rows<1, 1>(p, grp, c.head, c.m_tile * T::TileM, row_begin, row_end, t, 256, staging, T::StagePitch,
                           ss.inv_freq);
+  } else {
+    cute::cluster_arrive_relaxed();  // the producer warpgroup reads no peer's shared memory
   }
-  // No CTA may leave while a peer can still read its partial tile.
-  cute::cluster_arrive();
+  // No CTA may leave while a peer can still read its partial tile: every thread of the cluster has arrived above.
   cute::cluster_wait();
 #endif
 }
