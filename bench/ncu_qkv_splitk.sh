@@ -4,7 +4,8 @@
 # `qkv_rope_splitk` of `vlattn.mrope_qkv` (the layer's QKV op, automatic config) on one workload, three ways:
 #   1. --set full (clocks at base, caches flushed): the details page's headline lines and the SASS source page,
 #      grouped by execution count (bench/ncu_source_groups.py: the mainloop, the reduction, the epilogue);
-#   2. clocks and caches as a layer sees them: duration against SM-active cycles;
+#   2. clocks as a layer sees them, twice: L2 flushed first (what the bench's cold calls give this kernel, the
+#      layer's first) and L2 as the previous call left it (the weights mostly there): duration against SM-active cycles;
 #   3. the launch statistics (grid, cluster, shared memory, registers).
 #
 #   OUT=... bash bench/ncu_qkv_splitk.sh [sorted-by-SOL index of 007, default 0 = B1 S128]
@@ -21,5 +22,7 @@ grep -E "qkv_rope_splitk|Duration|Elapsed Cycles|SM Active Cycles|Executed Ipc A
   "$OUT/ncu_splitk_${idx}_details.log" | head -50
 echo "== source page by execution count"
 python3 "$(dirname "$0")/ncu_source_groups.py" "$OUT/ncu_splitk_${idx}_source.csv.gz" --groups 10 2>&1 | head -80
-echo "== metrics, clocks and caches as the layer sees them"
+echo "== metrics, the layer's clocks, L2 flushed (the bench's cold call)"
+NCU_LAYER_CACHE=all ncu_layer_metrics "$M" qkv_rope_splitk --launch-skip 2 --launch-count 1 -- python3 bench/ncu_target.py qkv 007 "$idx"
+echo "== metrics, the layer's clocks, L2 as the previous call left it"
 ncu_layer_metrics "$M" qkv_rope_splitk --launch-skip 2 --launch-count 1 -- python3 bench/ncu_target.py qkv 007 "$idx"

@@ -25,8 +25,12 @@ ncu_report() {
 
 #   ncu_layer_metrics METRICS KERNEL_REGEX [ncu launch-range args...] -- COMMAND [args...]
 #
-# The same launches with clocks and caches as a layer sees them (no clock locking, no cache flush): the comma list
-# METRICS per matching launch, printed (the kernel lines and the metric rows).
+# The same launches with the clocks a layer sees (no clock locking): the comma list METRICS per matching launch,
+# printed (the kernel lines and the metric rows). Caches: NCU_LAYER_CACHE, ncu's --cache-control (default none: L2
+# as the previous launches left it). The bench flushes L2 before every call, so for a layer's first kernel `all`
+# (flush before each profiled launch) is what the bench sees; with `none` a repeated call finds its weights in L2
+# (fifty-first session: 2 MB from DRAM of the split-K QKV's 33 MB, and a change that shortened it by 0.9 µs there
+# moved the cold kernel and the layer by 0.0 and 0.2 µs).
 ncu_layer_metrics() {
   local metrics=$1 regex=$2
   shift 2
@@ -36,6 +40,6 @@ ncu_layer_metrics() {
     shift
   done
   [ $# -gt 0 ] && shift  # the --
-  ncu --cache-control none --clock-control none -k "regex:$regex" "${range[@]}" --metrics "$metrics" "$@" 2>&1 \
+  ncu --cache-control "${NCU_LAYER_CACHE:-none}" --clock-control none -k "regex:$regex" "${range[@]}" --metrics "$metrics" "$@" 2>&1 \
     | grep -E "$regex|gpu__|sm__|smsp__|dram__|launch__" | head -40
 }
