@@ -1,5 +1,19 @@
 # Sourced by the bench/ncu_*.sh scripts (needs OUT set):
 #
+#   ncu_split_args [ncu launch-range args...] -- COMMAND [args...]
+#
+# The two halves of the functions' trailing arguments: NCU_RANGE (the ncu options before `--`) and NCU_CMD (the
+# profiled command after it).
+ncu_split_args() {
+  NCU_RANGE=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    NCU_RANGE+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift  # the --
+  NCU_CMD=("$@")
+}
+#
 #   ncu_report NAME KERNEL_REGEX [ncu launch-range args...] -- COMMAND [args...]
 #
 # Nsight Compute's full set on the launches of COMMAND whose kernel name matches KERNEL_REGEX, kept as text under
@@ -10,13 +24,8 @@
 ncu_report() {
   local name=$1 regex=$2
   shift 2
-  local range=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do
-    range+=("$1")
-    shift
-  done
-  [ $# -gt 0 ] && shift  # the --
-  ncu --set full --import-source no -k "regex:$regex" "${range[@]}" -f -o "$OUT/$name" "$@" > "$OUT/${name}_run.log" 2>&1
+  ncu_split_args "$@"
+  ncu --set full --import-source no -k "regex:$regex" "${NCU_RANGE[@]}" -f -o "$OUT/$name" "${NCU_CMD[@]}" > "$OUT/${name}_run.log" 2>&1
   ncu -i "$OUT/$name.ncu-rep" --page details > "$OUT/${name}_details.log" 2>&1
   ncu -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/${name}_source.csv" 2> "$OUT/${name}_source.err"
   gzip -f "$OUT/${name}_source.csv"
@@ -34,12 +43,7 @@ ncu_report() {
 ncu_layer_metrics() {
   local metrics=$1 regex=$2
   shift 2
-  local range=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do
-    range+=("$1")
-    shift
-  done
-  [ $# -gt 0 ] && shift  # the --
-  ncu --cache-control "${NCU_LAYER_CACHE:-none}" --clock-control none -k "regex:$regex" "${range[@]}" --metrics "$metrics" "$@" 2>&1 \
+  ncu_split_args "$@"
+  ncu --cache-control "${NCU_LAYER_CACHE:-none}" --clock-control none -k "regex:$regex" "${NCU_RANGE[@]}" --metrics "$metrics" "${NCU_CMD[@]}" 2>&1 \
     | grep -E "$regex|gpu__|sm__|smsp__|dram__|launch__" | head -40
 }
