@@ -246,6 +246,13 @@ CUTLASS_DEVICE Vec8 rope_pairs_signed(Vec8 x, const uint16_t (&rot)[8], const fl
   return o;
 }
 
+// Offset (elements) of channels c0..c0+7 of X row (b, s) in the cos/sin tables when the chunk's 8 channels share a
+// plane (rope.tab_vec16): one 16-byte read per table (chunk_cos_sin<true> computes it inline: the RoPE pass's
+// registers moved when it called this).
+CUTLASS_DEVICE int64_t table_chunk_offset(QkvRope const& rope, int b, int s, int c0) {
+  return b * rope.tab_batch_stride + s * rope.tab_seq_stride + c0 + rope.plane_of_channel[c0] * rope.tab_plane_stride;
+}
+
 // cos/sin of channels c0..c0+7 at X row (b, s): read from the tables (kTable), or computed at the
 // 1-D position (kPos1D) or at each channel's t/h/w position (kPos3D). Not called for kNone. They
 // depend on the row and channel only, not on the head.
@@ -316,6 +323,26 @@ CUTLASS_DEVICE Vec8 rope_chunk(QkvRope const& rope, RopeMode mode, const __nv_bf
   return o;
 }
 
+// Channels c0..c0+7 of X row (b, s) for kHeads heads of one group staged side by side (`row`: the row's channel 0 in
+// the staging tile): RoPE with the chunk's cos/sin (ignored for kNone), then the head-major 16-byte store.
+template <int kHeads = 1>
+CUTLASS_DEVICE void rope_store_chunk(QkvParams const& p, QkvGroup const& grp, int head, int b, int s,
+                                     const __nv_bfloat16* row, int c0, const float (&cs)[8], const float (&sn)[8]) {
+  auto* out = static_cast<__nv_bfloat16*>(grp.out);
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    const __nv_bfloat16* hrow = row + h * kQkvHeadDim;
+    Vec8 x, o;
+    x.u = *reinterpret_cast<const uint4*>(hrow + c0);
+    o = grp.rope != RopeMode::kNone ? rope_chunk(p.rope, grp.rope, hrow, c0, x, cs, sn) : x;
+    const int64_t dst = ((int64_t(b) * grp.heads + head + h) * p.seq + s) * kQkvHeadDim + c0;
+    // One 16-byte store: written as `*(uint4*)(out + dst) = o.u`, the union's words went out as four 4-byte
+    // stores (SASS of every fused kernel's epilogue).
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(out + dst), "r"(o.w[0]), "r"(o.w[1]), "r"(o.w[2]),
+                 "r"(o.w[3]));
+  }
+}
+
 // Rows [row_begin, row_end) of a staged tile whose first row is X row `row0`, for kHeads heads of
 // one group staged side by side (head h's channel 0 at staging + h * 128): `nthreads` threads
 // (thread index t) take 16-byte chunks, 16 threads per row. A row's cos/sin are read (or computed)
@@ -332,7 +359,6 @@ CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int
   const int rows_per_pass = nthreads / kChunks;
   const int chunk = t % kChunks;
   const int c0 = chunk * 8;
-  auto* out = static_cast<__nv_bfloat16*>(grp.out);
   const bool rotate = grp.rope != RopeMode::kNone;
 
 #pragma unroll 1
@@ -349,18 +375,10 @@ CUTLASS_DEVICE void rope_store_rows(QkvParams const& p, QkvGroup const& grp, int
       if (live[i] && rotate) chunk_cos_sin(p.rope, grp.rope, b[i], s[i], c0, inv_freq_of, cs[i], sn[i]);
     }
 #pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      if (!live[i]) continue;
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        const __nv_bfloat16* row = staging + (r0 + i * rows_per_pass) * pitch + h * kQkvHeadDim;
-        Vec8 x, o;
-        x.u = *reinterpret_cast<const uint4*>(row + c0);
-        o = rotate ? rope_chunk(p.rope, grp.rope, row, c0, x, cs[i], sn[i]) : x;
-        const int64_t dst = ((int64_t(b[i]) * grp.heads + head + h) * p.seq + s[i]) * kQkvHeadDim + c0;
-        *reinterpret_cast<uint4*>(out + dst) = o.u;
-      }
-    }
+    for (int i = 0; i < kPasses; ++i)
+      if (live[i])
+        rope_store_chunk<kHeads>(p, grp, head, b[i], s[i], staging + (r0 + i * rows_per_pass) * pitch, c0, cs[i],
+                                 sn[i]);
   }
 }
 
@@ -704,10 +722,28 @@ __global__ void __launch_bounds__(T::Threads, 1)
                         ss.mainloop.b.data(), kt_begin, kt_end);
       });
     }
+    // The producer warpgroup reads no peer's shared memory: it passes the partials' barrier and arrives at once.
+    cute::cluster_arrive();
+    cute::cluster_wait();
+    cute::cluster_arrive_relaxed();
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::ConsumerRegs>();
+    const int t = threadIdx.x - 128;
+    const int row0 = c.m_tile * T::TileM;
+    const int row_begin = rank * T::TileM / splits, row_end = (rank + 1) * T::TileM / splits;  // this rank's rows
+    // The reduction: 256 threads x 4 columns, each thread sums a float4 of a row over the S partials. A thread's
+    // columns are the same on every row, so its 4 bias values are loaded once, here, before the mainloop: on a cold
+    // call that load is a DRAM round trip, which the partials' barrier would otherwise wait for.
+    constexpr int kColsPerThread = 4, kThreadsPerRow = T::BN / kColsPerThread, kRowStep = 256 / kThreadsPerRow;
+    const int col = (t % kThreadsPerRow) * kColsPerThread;
+    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
+    float bias4[kColsPerThread];
+#pragma unroll
+    for (int j = 0; j < kColsPerThread; ++j)
+      bias4[j] = bias != nullptr ? __bfloat162float(bias[c.head * kQkvHeadDim + col + j]) : 0.0f;
+
     typename T::TiledMma mma;
-    auto thr = mma.get_thread_slice(threadIdx.x - 128);
+    auto thr = mma.get_thread_slice(t);
     Tensor sA = make_tensor(make_smem_ptr(ss.mainloop.a.data()), typename T::SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(ss.mainloop.b.data()), typename T::SmemLayoutB{});
     Tensor tCrA = thr.make_fragment_A(thr.partition_A(sA));
@@ -743,60 +779,89 @@ __global__ void __launch_bounds__(T::Threads, 1)
     Tensor tCcC = thr.partition_C(make_identity_tensor(Shape<Int<T::TileM>, Int<T::BN>>{}));
 #pragma unroll
     for (int i = 0; i < size(acc); ++i) ss.red[get<0>(tCcC(i)) * T::RedPitch + get<1>(tCcC(i))] = acc(i);
-    ss.inv_freq[threadIdx.x % 128] = channel_inv_freq(p.rope, grp.rope, threadIdx.x % 128);
-  }
-  // Every partial tile of the cluster is in shared memory (release/acquire across the cluster).
-  cute::cluster_arrive();
-  cute::cluster_wait();
+    ss.inv_freq[t % 128] = channel_inv_freq(p.rope, grp.rope, t % 128);
 
-  if (warp_group > 0) {
-    const int t = threadIdx.x - 128;
-    const int row_begin = rank * T::TileM / splits, row_end = (rank + 1) * T::TileM / splits;
-    const auto* bias = static_cast<const __nv_bfloat16*>(grp.bias);
+    // The RoPE epilogue's cos/sin for 16-byte table chunks (kTable with tab_vec16: 007's mRoPE tables), this
+    // thread's first kPrePasses rows (16 threads per row, 16 rows per pass), loaded here, before the partials'
+    // barrier, so that their round trips overlap the barrier and the reduction instead of following them.
+    constexpr int kChunks = kQkvHeadDim / 8, kEpiRows = 256 / kChunks, kPrePasses = 4;
+    const int c0 = (t % kChunks) * 8;
+    const bool pre = grp.rope == RopeMode::kTable && p.rope.tab_vec16;
+    Vec8 pre_cos[kPrePasses], pre_sin[kPrePasses];
+#pragma unroll
+    for (int i = 0; i < kPrePasses; ++i) {
+      const int r = row_begin + t / kChunks + i * kEpiRows, m = row0 + r;
+      pre_cos[i].u = pre_sin[i].u = make_uint4(0, 0, 0, 0);
+      if (pre && r < row_end && m < p.m) {
+        const int b = m / p.seq;
+        const int64_t off = table_chunk_offset(p.rope, b, m - b * p.seq, c0);
+        pre_cos[i].u = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.rope.cos) + off));
+        pre_sin[i].u = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.rope.sin) + off));
+      }
+    }
+
+    // Every partial tile of the cluster is in shared memory (release/acquire across the cluster).
+    cute::cluster_arrive();
+    cute::cluster_wait();
+
+    // Two rows per iteration, every rank's partial of both loaded before the sums (independent remote loads in
+    // flight together, not one round trip per row), each summed in rank order: the same sum on every run.
     auto* staging = reinterpret_cast<__nv_bfloat16*>(ss.staging.data());
-    // 256 threads x 4 columns: each thread sums a float4 of one row over the S partials. A thread's columns are
-    // the same on every row, so its 4 bias values are loaded once; per row, every rank's partial is loaded before
-    // the sum (independent remote loads in flight together, not one round trip per rank), then summed in rank
-    // order: the same sum on every run.
-    constexpr int kColsPerThread = 4, kThreadsPerRow = T::BN / kColsPerThread;
-    const int col = (t % kThreadsPerRow) * kColsPerThread;
-    float bias4[kColsPerThread];
-#pragma unroll
-    for (int j = 0; j < kColsPerThread; ++j)
-      bias4[j] = bias != nullptr ? __bfloat162float(bias[c.head * kQkvHeadDim + col + j]) : 0.0f;
-#pragma unroll 1
-    for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 256 / kThreadsPerRow) {
-      const float* part = &ss.red[r * T::RedPitch + col];
-      float4 partial[T::MaxSplits];
-#pragma unroll
-      for (int q = 0; q < T::MaxSplits; ++q)
-        if (q < splits) partial[q] = ld_dsmem_f4(part, q);
-      float4 sum = partial[0];
+    auto sum_store = [&](int r, float4 const (&part)[T::MaxSplits]) {
+      float4 sum = part[0];
 #pragma unroll
       for (int q = 1; q < T::MaxSplits; ++q) {
         if (q < splits) {
-          sum.x = __fadd_rn(sum.x, partial[q].x);
-          sum.y = __fadd_rn(sum.y, partial[q].y);
-          sum.z = __fadd_rn(sum.z, partial[q].z);
-          sum.w = __fadd_rn(sum.w, partial[q].w);
+          sum.x = __fadd_rn(sum.x, part[q].x);
+          sum.y = __fadd_rn(sum.y, part[q].y);
+          sum.z = __fadd_rn(sum.z, part[q].z);
+          sum.w = __fadd_rn(sum.w, part[q].w);
         }
       }
-      float v[4] = {sum.x, sum.y, sum.z, sum.w};
+      const float v[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (bias != nullptr) v[j] = __fadd_rn(v[j], bias4[j]);
-        staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(v[j]);
+      for (int j = 0; j < 4; ++j)
+        staging[r * T::StagePitch + col + j] = __float2bfloat16_rn(bias != nullptr ? __fadd_rn(v[j], bias4[j]) : v[j]);
+    };
+#pragma unroll 1
+    for (int r = row_begin + t / kThreadsPerRow; r < row_end; r += 2 * kRowStep) {
+      const int r2 = r + kRowStep;
+      float4 part_a[T::MaxSplits], part_b[T::MaxSplits];
+#pragma unroll
+      for (int q = 0; q < T::MaxSplits; ++q) {
+        if (q < splits) {
+          part_a[q] = ld_dsmem_f4(&ss.red[r * T::RedPitch + col], q);
+          if (r2 < row_end) part_b[q] = ld_dsmem_f4(&ss.red[r2 * T::RedPitch + col], q);
+        }
       }
+      sum_store(r, part_a);
+      if (r2 < row_end) sum_store(r2, part_b);
     }
     // The exit barrier's arrive: this thread's reads of its peers' partial tiles are done (their values are in
     // the sums above), so it arrives here, relaxed (nothing it wrote need be visible to a peer), and the RoPE
     // epilogue below runs before the wait instead of every CTA waiting there for its slowest peer's epilogue.
     cute::cluster_arrive_relaxed();
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
-    rope_store_rows<1, 1>(p, grp, c.head, c.m_tile * T::TileM, row_begin, row_end, t, 256, staging, T::StagePitch,
-                          ss.inv_freq);
-  } else {
-    cute::cluster_arrive_relaxed();  // the producer warpgroup reads no peer's shared memory
+    if (pre) {
+#pragma unroll
+      for (int i = 0; i < kPrePasses; ++i) {
+        const int r = row_begin + t / kChunks + i * kEpiRows, m = row0 + r;
+        if (r < row_end && m < p.m) {
+          float cs[8], sn[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            cs[j] = __bfloat162float(pre_cos[i].h[j]);
+            sn[j] = __bfloat162float(pre_sin[i].h[j]);
+          }
+          const int b = m / p.seq;
+          rope_store_chunk(p, grp, c.head, b, m - b * p.seq, staging + r * T::StagePitch, c0, cs, sn);
+        }
+      }
+    }
+    // Rows not preloaded above (all of them without `pre`; beyond kPrePasses passes with it: 256-row tiles or one
+    // split): cos/sin read in the pass.
+    rope_store_rows<1, 1>(p, grp, c.head, row0, pre ? row_begin + kPrePasses * kEpiRows : row_begin, row_end, t, 256,
+                          staging, T::StagePitch, ss.inv_freq);
   }
   // No CTA may leave while a peer can still read its partial tile: every thread of the cluster has arrived above.
   cute::cluster_wait();
