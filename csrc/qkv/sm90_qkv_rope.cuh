@@ -235,6 +235,15 @@ union Vec8 {
   __nv_bfloat16 h[8];
 };
 
+// The 8 channels' cos and sin of a 16-byte chunk of each table (bf16 values, exact in fp32).
+CUTLASS_DEVICE void unpack_cos_sin(const Vec8& c8, const Vec8& s8, float (&cs)[8], float (&sn)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    cs[j] = __bfloat162float(c8.h[j]);
+    sn[j] = __bfloat162float(s8.h[j]);
+  }
+}
+
 // bf16(x c) + bf16(rot s) for a chunk's 8 channels, pair by pair (rope_combine2); rot: the rotate-half operand's
 // bf16 bits per channel with its sign already applied (an XOR of bit 15: exact). The 3-D paths' shared tail.
 CUTLASS_DEVICE Vec8 rope_pairs_signed(Vec8 x, const uint16_t (&rot)[8], const float (&cs)[8], const float (&sn)[8]) {
@@ -270,11 +279,7 @@ CUTLASS_DEVICE void chunk_cos_sin(QkvRope const& rope, RopeMode mode, int b, int
       Vec8 c8, s8;
       c8.u = __ldg(reinterpret_cast<const uint4*>(ct + off));
       s8.u = __ldg(reinterpret_cast<const uint4*>(st + off));
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        cs[j] = __bfloat162float(c8.h[j]);
-        sn[j] = __bfloat162float(s8.h[j]);
-      }
+      unpack_cos_sin(c8, s8, cs, sn);
       return;
     }
 #pragma unroll
@@ -848,11 +853,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
         const int r = row_begin + t / kChunks + i * kEpiRows, m = row0 + r;
         if (r < row_end && m < p.m) {
           float cs[8], sn[8];
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            cs[j] = __bfloat162float(pre_cos[i].h[j]);
-            sn[j] = __bfloat162float(pre_sin[i].h[j]);
-          }
+          unpack_cos_sin(pre_cos[i], pre_sin[i], cs, sn);
           const int b = m / p.seq;
           rope_store_chunk(p, grp, c.head, b, m - b * p.seq, staging + r * T::StagePitch, c0, cs, sn);
         }
@@ -1059,11 +1060,7 @@ CUTLASS_DEVICE void table_cos_sin(const __nv_bfloat16* tab, int m_rows, int m, i
   Vec8 c8, s8;
   c8.u = __ldg(reinterpret_cast<const uint4*>(tab + int64_t(m) * kQkvHeadDim + c0));
   s8.u = __ldg(reinterpret_cast<const uint4*>(tab + (int64_t(m_rows) + m) * kQkvHeadDim + c0));
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    cs[j] = __bfloat162float(c8.h[j]);
-    sn[j] = __bfloat162float(s8.h[j]);
-  }
+  unpack_cos_sin(c8, s8, cs, sn);
 }
 
 // chunk_cos_sin's kPos1D values for the RoPE pass, half the trigonometry per thread: channels c and c +- 64
@@ -1119,11 +1116,7 @@ CUTLASS_DEVICE void pos3d_cos_sin_split(QkvRope const& rope, int b, int s, int r
   Vec8 c8, s8;
   c8.u = *reinterpret_cast<const uint4*>(xc + c0);
   s8.u = *reinterpret_cast<const uint4*>(xs + c0);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    cs[j] = __bfloat162float(c8.h[j]);
-    sn[j] = __bfloat162float(s8.h[j]);
-  }
+  unpack_cos_sin(c8, s8, cs, sn);
 }
 
 // One block's rows and heads with the group's RoPE mode M known at compile time (the block's group is
