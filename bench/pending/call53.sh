@@ -3,13 +3,15 @@
 # predictions). Run on the device from the branch `pending` (scripts/device_prep.sh pending; git checkout pending),
 # carrying [".whl", "prebuilt"] with exactly main's and pending's module slots:
 #
-#   bash bench/pending/call53.sh <main sha> <pending sha>
+#   bash bench/pending/call53.sh <main sha> <pending sha> [b|a|ba]
 #
-# b1 = the pending tree (tests, then every probe); a1 = main's tree (the patches reversed in place: its own slot),
-# the two ncu readings only. Results under $OUT/{b1,a1} and $OUT/all.tar.gz.
+# b: b1 = the pending tree (tests, then every probe; ~8 min budget); a: a1 = main's tree (the patches reversed in
+# place: its own slot), the two ncu readings only (~1.5 min). "ba" (default) runs both in one call only if the budget
+# allows; otherwise two calls back to back (the machine stays warm between them). Results under $OUT/{b1,a1}.
 set -uo pipefail
 A=${1:?main sha}
 B=${2:?pending sha}
+STAGES=${3:-ba}
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
 
@@ -26,10 +28,13 @@ P="$P; VLATTN_OPROJ_SPLITK=0 $T; VLATTN_OPROJ_SPLITK=1 $T"
 P="$P; $L --workloads 007:15,007:0,007:8,007:11,034:15,034:0,034:2 --switch VLATTN_QKV_PLAN=1,0"
 P="$P; python3 bench/probe_qkv.py --iters 20 --max-m 1568 --configs splitk2d,splitk4,m256k2,m256k3,m256k4,grouped,gemm"
 
-OUT=$R/b1 VLATTN_COMMIT=$B PROBE_CMDS="$P" scripts/gpu_check.sh probe -p no:cacheprovider tests/test_pdl.py \
-  tests/test_qkv.py tests/test_dev.py tests/test_ops.py \
-  -k "prefetch or trace or splitk or dev or back_to_back or oproj or native_out"
-
-for p in 0003 0002 0001; do git apply -R bench/pending/$p-*.patch || { echo "call53: reversing $p failed"; exit 3; }; done
-OUT=$R/a1 VLATTN_COMMIT=$A PROBE_CMDS="$N; $NA" scripts/gpu_check.sh probe
-cd "$R" && tar czf all.tar.gz a1 b1
+case $STAGES in *b*)
+  OUT=$R/b1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${B_BUDGET_S:-560} scripts/gpu_check.sh probe \
+    -p no:cacheprovider tests/test_pdl.py tests/test_qkv.py tests/test_dev.py tests/test_ops.py \
+    -k "prefetch or trace or splitk or dev or back_to_back or oproj or native_out" ;;
+esac
+case $STAGES in *a*)
+  for p in 0003 0002 0001; do git apply -R bench/pending/$p-*.patch || { echo "call53: reversing $p failed"; exit 3; }; done
+  OUT=$R/a1 VLATTN_COMMIT=$A PROBE_CMDS="$N; $NA" CALL_BUDGET_S=${A_BUDGET_S:-150} scripts/gpu_check.sh probe ;;
+esac
+cd "$R" && tar czf all.tar.gz $(ls -d a1 b1 2>/dev/null)
