@@ -630,3 +630,25 @@ def test_describe_meta_says_when_t_sol_is_another_gpus():
     assert "989 TFLOP/s" in text and "4.8 TB/s" in text
     meta["gpu"]["name"] = "NVIDIA H200"
     assert "not an H200" not in bench.describe_meta(meta)
+
+
+def test_floor_table_floor_is_above_t_sol_and_runs_on_a_run(capsys, monkeypatch):
+    """bench/floor_table.py: with every ceiling below the H200's peaks, each workload's floor (a sum of stages) lies
+    above its T_SOL (the max of two totals at the peaks), and the datasheet peaks themselves with no start give a
+    floor no lower than T_SOL either; the script runs on a committed layers run and prints its summary."""
+    import importlib.util
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("floor_table", root / "bench" / "floor_table.py")
+    floor_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floor_table)
+    for w in workloads.load():
+        measured = 1e-6 + sum(floor_table.stage_floors(w, 790e12, 700e12, 3.0e12))
+        peaks = sum(floor_table.stage_floors(w, workloads.PEAK_FLOPS, workloads.PEAK_FLOPS, workloads.PEAK_BYTES_PER_S))
+        t_sol = workloads.t_sol_us(w) * 1e-6
+        assert measured > t_sol and peaks >= t_sol * (1 - 1e-9), f"{w.name}: floor {measured}, peaks {peaks}, T_SOL {t_sol}"
+    run = root / "bench" / "runs" / "2026-12-05_d0279b1_h200_layers.json"
+    monkeypatch.setattr("sys.argv", ["floor_table.py", str(run)])
+    floor_table.main()
+    out = capsys.readouterr().out
+    assert "best PyTorch / floor: geomean" in out and out.count("\n034[") == 16 and out.count("\n007[") == 16
