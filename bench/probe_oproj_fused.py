@@ -14,7 +14,9 @@ vlattn.linear (the O projection's own dispatch) on the same operands, each call'
 
 The fused column carries two extra one-head groups (K, V: 2 x 128 x K weights, +7% of the bytes at N = 3584).
 A fused config that errors prints ERR; one whose q output misses F.linear's (relative Frobenius error > 1e-2 or a
-non-finite value) prints FAIL.
+non-finite value) prints FAIL. Where the extension has the layers' O projection step (`_C.output_projection`,
+bench/pending/0003), the column `oproj` times it too with VLATTN_OPROJ_SPLITK=2 (its split-K grid wherever the fused
+choice splits, token-major rows, no extra groups; "-" where it would take the GEMM).
 """
 import argparse
 import statistics
@@ -44,7 +46,8 @@ def main():
     med = lambda step: statistics.median(timer(step, args.iters, 3))  # noqa: E731
     torch.manual_seed(0)
     head = f"{'O projection':24s} {'M':>5s} {'K=N':>5s} {'cuBLAS':>8s} {'linear':>8s} "
-    print(head + " ".join(f"{('fused:' + (c or 'auto')):>14.14s}" for c in configs) + "  best fused - linear (us)")
+    print(head + " ".join(f"{('fused:' + (c or 'auto')):>14.14s}" for c in configs) + f" {'oproj':>8s}"
+          + "  best fused - linear (us)")
     for label, m, hidden in SHAPES:
         x = torch.randn(1, m, hidden, dtype=torch.bfloat16, device=dev)
         w_o = torch.randn(hidden, hidden, dtype=torch.bfloat16, device=dev) * hidden ** -0.5
@@ -72,9 +75,23 @@ def main():
                 cols.append(f"{t:.1f}")
             except RuntimeError:
                 cols.append("ERR")
+        oproj = "-"
+        c_ext = vlattn._ext._C if vlattn._ext.available() else None
+        if c_ext is not None and hasattr(c_ext, "output_projection"):
+            sm_count = torch.cuda.get_device_properties(dev).multi_processor_count
+            if c_ext.oproj_splitk_config(m, hidden, hidden, sm_count, any_rows=True):
+                from vlattn import dev as vdev
+                with vdev.switch("VLATTN_OPROJ_SPLITK", 2):
+                    got = c_ext.output_projection(x, w_o)[0].float()
+                    err = ((got - ref).norm() / ref.norm()).item()
+                    ok = torch.isfinite(got).all() and err <= 1e-2
+                    t = med(lambda: c_ext.output_projection(x, w_o)) if ok else None
+                oproj = f"{t:.1f}" if ok else "FAIL"
+                if ok:
+                    best = t if best is None else min(best, t)
         gap = f"{best - t_linear:+.1f}" if best is not None else "-"
         print(f"{label:24.24s} {m:5d} {hidden:5d} {t_cublas:8.1f} {t_linear:8.1f} " +
-              " ".join(f"{c:>14s}" for c in cols) + f"  {gap}", flush=True)
+              " ".join(f"{c:>14s}" for c in cols) + f" {oproj:>8s}  {gap}", flush=True)
         del x, w_o, w_kv, cos, sin, ref
         torch.cuda.empty_cache()
 
