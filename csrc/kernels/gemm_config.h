@@ -44,7 +44,7 @@ struct Sm90GemmConfig {
   static_assert(kStages == 0 || (kStages >= 2 && kStages * kSmemBytesPerStage <= kSm90MaxSmemBytes),
                 "explicit stages must be >= 2 and fit in 227 KB of shared memory");
   static_assert(2 * kSmemBytesPerStage <= kSm90MaxSmemBytes, "two stages of this tile do not fit in smem");
-  static_assert(kEpiN == 0 || (kEpiN % 16 == 0 && kTileN % kEpiN == 0),
+  static_assert(kEpiN == 0 || (kEpiN % 16 == 0 && kTileN % (kEpiN == 0 ? 1 : kEpiN) == 0),
                 "the epilogue subtile's columns must be a multiple of 16 that divides tile N");
 };
 
