@@ -28,6 +28,7 @@ import json
 import math
 
 from vlattn import workloads as W
+from vlattn.bench import attention_flops
 
 
 def stage_floors(w: W.Workload, gemm: float, attn: float, read: float) -> tuple[float, float, float]:
@@ -43,7 +44,7 @@ def stage_floors(w: W.Workload, gemm: float, attn: float, read: float) -> tuple[
                      + (qkv[1][0] * qkv[1][2] if w.problem == "034" else 0))
     o_m, o_n, o_k = o
     o_flops, o_bytes = 2 * o_m * o_n * o_k, 2 * (o_n * o_k + o_m * o_k + o_m * o_n)
-    attn_flops = 4 * w.batch * c["num_heads"] * w.q_len * w.kv_len * c["head_dim"]
+    attn_flops = attention_flops(w.batch, c["num_heads"], w.q_len, w.kv_len, c["head_dim"])
     return max(qkv_flops / gemm, qkv_bytes / read), attn_flops / attn, max(o_flops / gemm, o_bytes / read)
 
 
