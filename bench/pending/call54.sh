@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The device calls for bench/pending/0001-0004 (README.md beside this file: what each command measures and the
+# predictions). Run on the device from the branch `pending` (scripts/device_prep.sh pending; git checkout pending),
+# carrying [".whl", "prebuilt"] with exactly main's and pending's module slots:
+#
+#   bash bench/pending/call54.sh <main sha> <pending sha> b     # 0001-0003's probes on the pending tree (~9 min)
+#   bash bench/pending/call54.sh <main sha> <pending sha> ca    # 0004 (split keys): tests, A/Bs; then main's ncu
+#
+# b: as call53.sh's stage b (0004's switch is off by default, so these measure what they measured there).
+# c: 0004's GPU tests (under a timeout: a new kernel), then the attention alone under ncu with the switch at 1 and
+#    0, the layers' A/B in one process and two timelines. a: main's tree (the four patches reversed in place: its
+#    own slot), the split-K kernel cold and 034 Lq 4096's attention under ncu. Results under $OUT/{b1,c1,a1}.
+set -uo pipefail
+A=${1:?main sha}
+B=${2:?pending sha}
+STAGES=${3:-b}
+R=${OUT:?OUT}
+cd "$(dirname "$0")/../.."
+
+N="ncu --cache-control all --clock-control none -k regex:qkv_rope_splitk --metrics gpu__time_duration.sum,dram__bytes_read.sum --launch-skip 1 --launch-count 2 python3 bench/ncu_target.py qkv 007 0 | grep -E 'gpu__|dram__'"
+NA="ncu -k regex:attention_kernel --metrics gpu__time_duration.sum --launch-skip 1 --launch-count 1 python3 bench/ncu_target.py attention 034 13 | grep gpu__"
+L="python3 -m vlattn.bench --mode layers --backends native --baselines= --iters 40 --rounds 2"
+T="python3 bench/probe_timeline.py --modes ahead,graph --reps 7 --workloads 007:10,034:15"
+
+case $STAGES in *b*)
+  P="python3 bench/probe_splitk_timeline.py --calls 5; $N; VLATTN_TMA_PREFETCH=0 $N; $NA"
+  P="$P; $L --workloads 007:10,007:15,007:0,007:8,007:11,034:15,034:0,034:2,034:8 --switch VLATTN_TMA_PREFETCH=1,0"
+  P="$P; python3 bench/probe_oproj_fused.py --iters 30"
+  P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_OPROJ_SPLITK=1,0"
+  P="$P; VLATTN_OPROJ_SPLITK=0 $T; VLATTN_OPROJ_SPLITK=1 $T"
+  P="$P; $L --workloads 007:15,007:0,007:8,007:11,034:15,034:0,034:2 --switch VLATTN_QKV_PLAN=1,0"
+  P="$P; python3 bench/probe_qkv.py --iters 20 --max-m 1568 --configs splitk2d,splitk4,m256k2,m256k3,m256k4,grouped,gemm"
+  OUT=$R/b1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${B_BUDGET_S:-560} scripts/gpu_check.sh probe \
+    -p no:cacheprovider tests/test_pdl.py tests/test_qkv.py tests/test_dev.py tests/test_ops.py \
+    -k "prefetch or trace or splitk or dev or back_to_back or oproj or native_out" ;;
+esac
+case $STAGES in *c*)
+  # ncu: the attention alone (its kernels: the per-unit, resident or split-key build), 007 B1 S128 and 034 B2 Lq128
+  # (sorted-by-SOL index 0 of each), switch 1 then 0.
+  K="ncu -k regex:'attention_kernel|split_keys|kv_resident' --metrics gpu__time_duration.sum --launch-skip 1 --launch-count 1"
+  P="for s in 1 0; do for w in '007 0' '034 0'; do echo split_keys=\$s \$w; VLATTN_ATTN_SPLIT_KEYS=\$s $K python3 bench/ncu_target.py attention \$w | grep -E 'gpu__|split_keys|attention_kernel|kv_resident'; done; done"
+  P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 $T"
+  OUT=$R/c1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${C_BUDGET_S:-330} TEST_TIMEOUT_S=150 scripts/gpu_check.sh probe \
+    -p no:cacheprovider tests/test_attention.py tests/test_dev.py -k "split_keys or dev_switch" ;;
+esac
+case $STAGES in *a*)
+  for p in 0004 0003 0002 0001; do
+    ls bench/pending/$p-*.patch >/dev/null 2>&1 || continue
+    git apply -R bench/pending/$p-*.patch || { echo "call54: reversing $p failed"; exit 3; }
+  done
+  OUT=$R/a1 VLATTN_COMMIT=$A PROBE_CMDS="$N; $NA" CALL_BUDGET_S=${A_BUDGET_S:-150} scripts/gpu_check.sh probe ;;
+esac
+cd "$R" && tar czf all.tar.gz $(ls -d a1 b1 c1 2>/dev/null)
