@@ -5,6 +5,7 @@
 #
 #   bash bench/pending/call54.sh <main sha> <pending sha> b     # 0001-0003's probes on the pending tree (~9 min)
 #   bash bench/pending/call54.sh <main sha> <pending sha> ca    # 0004 (split keys): tests, A/Bs; then main's ncu
+#   bash bench/pending/call54.sh <main sha> <pending sha> x     # all four in one call, by priority (~9.5 min)
 #
 # b: as call53.sh's stage b (0004's switch is off by default, so these measure what they measured there).
 # c: 0004's GPU tests (under a timeout: a new kernel), then the attention alone under ncu with the switch at 1 and
@@ -44,6 +45,22 @@ case $STAGES in *c*)
   OUT=$R/c1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${C_BUDGET_S:-330} TEST_TIMEOUT_S=150 scripts/gpu_check.sh probe \
     -p no:cacheprovider tests/test_attention.py tests/test_dev.py -k "split_keys or dev_switch" ;;
 esac
+case $STAGES in *x*)
+  # One call for all four on the pending tree (the device time left after failed starts, 54th session), by
+  # priority: 0004's tests and A/Bs, 0002's, 0003's, then 0001's trace and the cold split-K readings.
+  K="ncu -k regex:'attention_kernel|split_keys|kv_resident' --metrics gpu__time_duration.sum --launch-skip 1 --launch-count 1"
+  P="for s in 1 0; do for w in '007 0' '034 0'; do echo split_keys=\$s \$w; VLATTN_ATTN_SPLIT_KEYS=\$s $K python3 bench/ncu_target.py attention \$w | grep -E 'gpu__|split_keys|attention_kernel|kv_resident'; done; done"
+  P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 $T"
+  P="$P; $L --workloads 007:10,007:15,007:0,007:8,007:11,034:15,034:0,034:2,034:8 --switch VLATTN_TMA_PREFETCH=1,0"
+  P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_OPROJ_SPLITK=1,0"
+  P="$P; python3 bench/probe_oproj_fused.py --iters 30"
+  P="$P; python3 bench/probe_splitk_timeline.py --calls 5; $N; VLATTN_TMA_PREFETCH=0 $N; $NA"
+  P="$P; $L --workloads 007:15,007:0,007:8,007:11,034:15,034:0,034:2 --switch VLATTN_QKV_PLAN=1,0"
+  OUT=$R/x1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${X_BUDGET_S:-560} TEST_TIMEOUT_S=170 scripts/gpu_check.sh probe \
+    -p no:cacheprovider tests/test_attention.py tests/test_pdl.py tests/test_qkv.py tests/test_dev.py tests/test_ops.py \
+    -k "split_keys or prefetch or trace or splitk or dev or back_to_back or oproj or native_out" ;;
+esac
 case $STAGES in *a*)
   for p in 0004 0003 0002 0001; do
     ls bench/pending/$p-*.patch >/dev/null 2>&1 || continue
@@ -51,4 +68,4 @@ case $STAGES in *a*)
   done
   OUT=$R/a1 VLATTN_COMMIT=$A PROBE_CMDS="$N; $NA" CALL_BUDGET_S=${A_BUDGET_S:-150} scripts/gpu_check.sh probe ;;
 esac
-cd "$R" && tar czf all.tar.gz $(ls -d a1 b1 c1 2>/dev/null)
+cd "$R" && tar czf all.tar.gz $(ls -d a1 b1 c1 x1 2>/dev/null)
