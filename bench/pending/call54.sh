@@ -39,7 +39,11 @@ case $STAGES in *c*)
   # ncu: the attention alone (its kernels: the per-unit, resident or split-key build), 007 B1 S128 and 034 B2 Lq128
   # (sorted-by-SOL index 0 of each), switch 1 then 0.
   K="ncu -k regex:'attention_kernel|split_keys|kv_resident' --metrics gpu__time_duration.sum --launch-skip 1 --launch-count 1"
-  P="for s in 1 0; do for w in '007 0' '034 0'; do echo split_keys=\$s \$w; VLATTN_ATTN_SPLIT_KEYS=\$s $K python3 bench/ncu_target.py attention \$w | grep -E 'gpu__|split_keys|attention_kernel|kv_resident'; done; done"
+  G="grep -E 'gpu__|split_keys|attention_kernel|kv_resident'"
+  P="VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 007 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 007 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 034 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 034 0 | $G"
   P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 $T"
   OUT=$R/c1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${C_BUDGET_S:-330} TEST_TIMEOUT_S=150 scripts/gpu_check.sh probe \
@@ -49,7 +53,11 @@ case $STAGES in *x*)
   # One call for all four on the pending tree (the device time left after failed starts, 54th session), by
   # priority: 0004's tests and A/Bs, 0002's, 0003's, then 0001's trace and the cold split-K readings.
   K="ncu -k regex:'attention_kernel|split_keys|kv_resident' --metrics gpu__time_duration.sum --launch-skip 1 --launch-count 1"
-  P="for s in 1 0; do for w in '007 0' '034 0'; do echo split_keys=\$s \$w; VLATTN_ATTN_SPLIT_KEYS=\$s $K python3 bench/ncu_target.py attention \$w | grep -E 'gpu__|split_keys|attention_kernel|kv_resident'; done; done"
+  G="grep -E 'gpu__|split_keys|attention_kernel|kv_resident'"
+  P="VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 007 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 007 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 034 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 034 0 | $G"
   P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 $T"
   P="$P; $L --workloads 007:10,007:15,007:0,007:8,007:11,034:15,034:0,034:2,034:8 --switch VLATTN_TMA_PREFETCH=1,0"
