@@ -40,12 +40,13 @@ case $STAGES in *c*)
   # (sorted-by-SOL index 0 of each), switch 1 then 0.
   K="ncu -k regex:'attention_kernel|split_keys|kv_resident' --metrics gpu__time_duration.sum --launch-skip 1 --launch-count 1"
   G="grep -E 'gpu__|split_keys|attention_kernel|kv_resident'"
-  P="VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 007 0 | $G"
+  # (A new kernel: its commands under short timeouts, so that a hang costs seconds, not the call.)
+  P="VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 007 0 | $G"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 007 0 | $G"
-  P="$P; VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 034 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 034 0 | $G"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 034 0 | $G"
-  P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
-  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 $T"
+  P="$P; timeout 120 $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 timeout 90 $T"
   OUT=$R/c1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${C_BUDGET_S:-330} TEST_TIMEOUT_S=150 scripts/gpu_check.sh probe \
     -p no:cacheprovider tests/test_attention.py tests/test_dev.py -k "split_keys or dev_switch" ;;
 esac
@@ -54,12 +55,13 @@ case $STAGES in *x*)
   # priority: 0004's tests and A/Bs, 0002's, 0003's, then 0001's trace and the cold split-K readings.
   K="ncu -k regex:'attention_kernel|split_keys|kv_resident' --metrics gpu__time_duration.sum --launch-skip 1 --launch-count 1"
   G="grep -E 'gpu__|split_keys|attention_kernel|kv_resident'"
-  P="VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 007 0 | $G"
+  # (A new kernel: its commands under short timeouts, so that a hang costs seconds, not the call.)
+  P="VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 007 0 | $G"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 007 0 | $G"
-  P="$P; VLATTN_ATTN_SPLIT_KEYS=1 $K python3 bench/ncu_target.py attention 034 0 | $G"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 034 0 | $G"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 034 0 | $G"
-  P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
-  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 $T"
+  P="$P; timeout 120 $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
+  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 timeout 90 $T"
   P="$P; $L --workloads 007:10,007:15,007:0,007:8,007:11,034:15,034:0,034:2,034:8 --switch VLATTN_TMA_PREFETCH=1,0"
   P="$P; $L --workloads 007:10,007:15,034:15 --switch VLATTN_OPROJ_SPLITK=1,0"
   P="$P; python3 bench/probe_oproj_fused.py --iters 30"
