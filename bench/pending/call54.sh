@@ -69,7 +69,7 @@ case $STAGES in *x*)
   P="$P; $L --workloads 007:15,007:0,007:8,007:11,034:15,034:0,034:2 --switch VLATTN_QKV_PLAN=1,0"
   OUT=$R/x1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${X_BUDGET_S:-560} TEST_TIMEOUT_S=170 scripts/gpu_check.sh probe \
     -p no:cacheprovider tests/test_attention.py tests/test_pdl.py tests/test_qkv.py tests/test_dev.py tests/test_ops.py \
-    -k "split_keys or prefetch or trace or splitk or dev or back_to_back or oproj or native_out" ;;
+    -k "${X_K:-split_keys or prefetch or trace or splitk or dev or back_to_back or oproj or native_out}" ;;
 esac
 case $STAGES in *a*)
   for p in 0004 0003 0002 0001; do
