@@ -58,8 +58,6 @@ case $STAGES in *x*)
   # (A new kernel: its commands under short timeouts, so that a hang costs seconds, not the call.)
   P="VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 007 0 | $G"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 007 0 | $G"
-  P="$P; VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 034 0 | $G"
-  P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 034 0 | $G"
   P="$P; timeout 120 $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0"
   P="$P; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 timeout 90 $T"
   P="$P; $L --workloads 007:10,007:15,007:0,007:8,007:11,034:15,034:0,034:2,034:8 --switch VLATTN_TMA_PREFETCH=1,0"
