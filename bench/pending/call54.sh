@@ -31,7 +31,9 @@ G="grep -E 'gpu__|split_keys|attention_kernel|kv_resident'"
 # attention alone (the per-unit, resident or split-key build) at sorted-by-SOL index 0 (007 B1 S128, 034 B2 Lq128).
 SK_NCU_007="VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 007 0 | $G; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 007 0 | $G"
 SK_NCU_034="VLATTN_ATTN_SPLIT_KEYS=1 timeout 60 $K python3 bench/ncu_target.py attention 034 0 | $G; VLATTN_ATTN_SPLIT_KEYS=0 $K python3 bench/ncu_target.py attention 034 0 | $G"
-SK_AB="timeout 120 $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 timeout 90 $T"
+SK_AB="timeout 120 $L --workloads 007:10,007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=1,0; VLATTN_ATTN_SPLIT_KEYS=0 $T; VLATTN_ATTN_SPLIT_KEYS=1 timeout 90 $T; timeout 60 $L --workloads 007:0 --switch VLATTN_ATTN_SPLIT_KEYS=2,0"
+# The last A/B: 007 B4 S128 (224 CTAs, past one wave: the rule's mode 1 leaves it) with mode 2 against 0, the
+# reach question of the next step.
 # Its shared-memory exchange under racecheck, both builds the rule takes (64 keys masked: 007 B1 S128; 128 keys
 # unmasked with a tail: 034 B2 Lq128). ncu_target.py's q, k, v come from the reference's projections, so cuBLAS
 # runs under racecheck too (its reports in nvjet_* kernels are noise): only the summary and split_keys lines kept.
