@@ -28,6 +28,23 @@ ATOL, RTOL = 1e-2, 0.05
 BF16_MIN = torch.finfo(BF16).min
 
 
+@pytest.fixture(autouse=True)
+def _split_keys_only_where_named(monkeypatch):
+    """This file tests the attention kernels by name. The split-key kernel (VLATTN_ATTN_SPLIT_KEYS) runs only where
+    a test switches it on, so that the bitwise comparisons between the other kernels (resident against per-unit,
+    simple against pipelined, staged against global mask, ...) keep comparing those kernels at short shapes
+    whatever the switch's default; the layers' tests run the defaults. Pinned in process (vlattn.dev) and in the
+    environment the subprocess tests inherit."""
+    monkeypatch.setenv("VLATTN_ATTN_SPLIT_KEYS", "0")
+    from vlattn import _ext
+    if not _ext.available():
+        yield
+        return
+    from vlattn import dev
+    with dev.switch("VLATTN_ATTN_SPLIT_KEYS", 0):
+        yield
+
+
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
@@ -516,22 +533,65 @@ def test_resident_switch_is_bitwise_neutral(switch, what, case, highest_fp32_mat
     assert_close(on, ref, ref32, f"{case} {switch}", rows_ok=rows_ok)
 
 
+# The split-key kernel (VLATTN_ATTN_SPLIT_KEYS=2: every eligible launch, at most 256 keys): 64-row units, each
+# consumer warpgroup over half of the keys, the halves combined in fp32. Not bitwise the per-unit kernel's (a row's
+# sum in two parts), so against the references: every RESIDENT_CASES shape (mask kinds, the causal flag with
+# Sq > Sk and Sq <= 128 < Sk, Sk tails, Sq = 1, G = 1 and 7) and the 64-key build's edges (Sk <= 64: the second
+# warpgroup's keys all past Sk; Sq 65: a second 64-row block of one row).
+SPLIT_KEYS_CASES = RESIDENT_CASES + [
+    (1, 28, 4, 128, 128, "causal_min", False, False),   # 007 B1 S128: the 64-key build, 56 CTAs
+    (1, 28, 4, 256, 256, "causal_min", False, False),   # 007 B1 S256: the 128-key build, 112 CTAs
+    (2, 32, 8, 128, 196, None, False, False),           # 034 B2 Lq128: unmasked, the second tile a tail
+    (2, 8, 2, 65, 40, None, False, False),
+    (2, 8, 2, 65, 40, "random", True, False),
+    (1, 4, 1, 200, 129, "key_padding", False, False),
+]
+
+
 @requires_sm90
-def test_resident_kernel_strided_inputs(highest_fp32_matmul):
-    """Token-major q / k / v views ([B, S, H, 128] transposed, as the layers pass them) through the resident
-    kernel: the same bits as contiguous copies."""
+@pytest.mark.parametrize("case", SPLIT_KEYS_CASES, ids=lambda c: "B{}_Hq{}_Hkv{}_Sq{}_Sk{}_{}_c{}_b{}".format(*c))
+def test_split_keys_kernel_matches_reference(case, highest_fp32_matmul):
+    """The split-key kernel on a NaN-poisoned output: every row written and within the contract of both
+    references; rows with no live key (query_padding: the uniform average) against the per-unit kernel instead,
+    whose result for them is the same average summed in one part."""
     from vlattn import dev
-    qt = torch.randn(4, 256, 28, D, dtype=BF16, device="cuda")
-    kt = torch.randn(4, 256, 4, D, dtype=BF16, device="cuda")
-    vt = torch.randn(4, 256, 4, D, dtype=BF16, device="cuda")
+    batch, hq, hkv, sq, sk, mask_kind, causal, broadcast = case
+    q, k, v = qkv(batch, hq, hkv, sq, sk)
+    mask = None if mask_kind is None else make_mask(mask_kind, 1 if broadcast else batch, sq, sk)
+    with dev.switch("VLATTN_ATTN_SPLIT_KEYS", 2):
+        out = _poisoned_attention(q, k, v, mask, causal)
+    with dev.switch("VLATTN_ATTN_SPLIT_KEYS", 0):
+        other = _poisoned_attention(q, k, v, mask, causal)
+    what = f"split keys {case}"
+    assert not torch.isnan(out).any(), f"{what}: rows left unwritten"
+    rows_ok = None
+    if mask_kind == "query_padding":
+        rows_ok = (mask[:, 0, :, :] >= -1e30).any(-1)
+        dead = ~rows_ok  # [B, Sq]
+        o4, other4 = out.view(batch, sq, hq, D), other.view(batch, sq, hq, D)
+        torch.testing.assert_close(o4[dead].float(), other4[dead].float(), rtol=1e-2, atol=1e-2)
+    ref, ref32 = references(q, k, v, mask, causal, None)
+    assert_close(out, ref, ref32, what, rows_ok=rows_ok)
+
+
+@requires_sm90
+@pytest.mark.parametrize("switch,batch,what", [("VLATTN_ATTN_RESIDENT", 4, "resident"),
+                                               ("VLATTN_ATTN_SPLIT_KEYS", 1, "split keys")])
+def test_short_kernels_strided_inputs(switch, batch, what, highest_fp32_matmul):
+    """Token-major q / k / v views ([B, S, H, 128] transposed, as the layers pass them) through the K/V-resident
+    kernel and the split-key kernel (each forced by its switch at 2): the same bits as contiguous copies."""
+    from vlattn import dev
+    qt = torch.randn(batch, 256, 28, D, dtype=BF16, device="cuda")
+    kt = torch.randn(batch, 256, 4, D, dtype=BF16, device="cuda")
+    vt = torch.randn(batch, 256, 4, D, dtype=BF16, device="cuda")
     q, k, v = qt.transpose(1, 2), kt.transpose(1, 2), vt.transpose(1, 2)
-    mask = make_mask("causal_min", 4, 256, 256)
-    with dev.switch("VLATTN_ATTN_RESIDENT", 2):
+    mask = make_mask("causal_min", batch, 256, 256)
+    with dev.switch(switch, 2):
         strided = _poisoned_attention(q, k, v, mask, False)
         dense = _poisoned_attention(q.contiguous(), k.contiguous(), v.contiguous(), mask, False)
     assert torch.equal(strided, dense)
     ref, ref32 = references(q, k, v, mask, False, None)
-    assert_close(strided, ref, ref32, "strided resident")
+    assert_close(strided, ref, ref32, f"strided {what}")
 
 
 # The last wave's key split (VLATTN_ATTN_TAIL_SPLIT; attn_rules::tail_split_plan, tested in tests/cpp): shapes on

@@ -365,3 +365,27 @@ def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
     assert len(entries) == 2, f"expected the kNone and kTable kernels in the PTX, found {len(entries)}"
     bad = generic_access_counts(entries)
     assert not bad, f"generic loads / stores (kernel: count): {bad}"
+
+
+# The split-key kernels (sm90_attention_splitkeys.cuh; (keys per warpgroup, kMasked)): SASS instructions allowed
+# (today's size + ~3%). Their length is the point of the kernel: a unit's time on an idle machine is one consumer
+# warp's dependent chain (design § 26).
+SPLIT_KEYS_SASS_BUDGET = {(64, 0): 1860, (64, 1): 1590, (128, 0): 2560, (128, 1): 2100}
+
+
+def test_split_keys_attention_kernels(attention_report, attention_dir):
+    """The four split_keys_kernel builds: no stack frame (a run-time index into O's registers put it in local
+    memory in the first draft), no spills, 16-byte global stores only, code size within budget."""
+    frames = {n: r for n, r in attention_report.items() if "split_keys_kernel" in n}
+    assert len(frames) == 4, f"expected four split_keys_kernel builds, parsed {sorted(frames)}"
+    for name, (frame, stores, loads) in frames.items():
+        assert (frame, stores, loads) == (0, 0, 0), f"{name}: {frame} B frame, spills {stores}/{loads} B"
+    for name, body in ptx_entries(attention_report.ptx_path.read_text()).items():
+        if "split_keys_kernel" in name:
+            assert not re.findall(r"\bst\.global\.[bu]32\b", body), f"{name}: four-byte global stores"
+    sizes = {n: c for n, c in sass_instructions(attention_dir / "tu.cubin").items() if "split_keys_kernel" in n}
+    assert len(sizes) == 4
+    for name, count in sizes.items():
+        m = re.search(r"split_keys_kernelILi(\d+)ELb([01])E", name)
+        key = (int(m.group(1)), int(m.group(2)))
+        assert count <= SPLIT_KEYS_SASS_BUDGET[key], f"split_keys_kernel{key}: {count} SASS instructions"

@@ -336,6 +336,26 @@ inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mod
 }
 
 
+// The split-key kernel (sm90_attention_splitkeys.cuh; design § 26): a CTA per (query head, 64-row q-block, batch),
+// both consumer warpgroups on the same 64 rows, each over half of the keys (at most 256 in all), the halves combined
+// in shared memory. For launches whose 128-row grid leaves most SMs idle, where a unit's time is one warp's
+// dependent chain (007 B1 S128: 28 CTAs on 132 SMs). Eligible: at most 256 keys, 128-key tiles (block_n's choice;
+// a forced wider VLATTN_ATTN_BN keeps the other kernels). mode (VLATTN_ATTN_SPLIT_KEYS): 0 = never, 1 = the
+// rule (the default): eligible and its CTAs fit one wave (at most one per SM), 2 = whenever eligible. Measured
+// (H100, 55th session, bench/NOTES.md): the rule's shapes lower in graph replay (007 B1 S128 -3.5 us, B1 S256 -1.8,
+// 034 B2 Lq128 -4.2); past one wave it loses (007 B4 S128, 224 CTAs, mode 2: +4.4 us), hence the wave bound.
+// Not bitwise the same as the other kernels (a row's sum in two parts, combined in fp32): within the contract.
+constexpr int kSplitKeysMaxKeys = 2 * kBlockN;
+constexpr int kSplitKeysRows = 64;
+inline long long split_keys_ctas(const AttentionParams& p) {
+  return (long long)p.batch * p.heads_q * ceil_div(p.seqlen_q, kSplitKeysRows);
+}
+inline bool split_keys_use(const AttentionParams& p, int mode, int bn_mode) {
+  if (mode <= 0 || p.batch < 1 || p.heads_q < 1 || p.seqlen_q < 1 || p.seqlen_k < 1) return false;
+  if (p.seqlen_k > kSplitKeysMaxKeys || block_n(p, bn_mode) != kBlockN) return false;
+  return mode >= 2 || split_keys_ctas(p) <= sm_count_or_h200(p);
+}
+
 // The whole launch decision for p, from the rules above and the switch values (VLATTN_ATTN_*). attention_plan builds
 // it once per call, sizes the scratch from it and hands the same plan to the launch, so the two cannot disagree;
 // tests/cpp pins which kernel each workload shape runs.
@@ -358,6 +378,7 @@ struct LaunchSwitches {
                           // softmax and P V in the warpgroup of the block's first 64 rows (a kernel argument)
   bool tma_o = true;      // VLATTN_ATTN_TMA_O: the resident kernel's producer stores O with TMA (a kernel argument)
   bool walk_cache = true; // VLATTN_ATTN_WALK_CACHE: the resident kernel's walks once per q-block (a kernel argument)
+  int split_keys = 1;     // VLATTN_ATTN_SPLIT_KEYS: split_keys_use's mode
 };
 
 // The kernel build a launch runs (sm90_attention.cuh's attention_kernel<kBN, kPipelined, kMaskSmem, kPersistent,
@@ -370,6 +391,7 @@ enum class AttnKernel : int {
   kPlain,         // <block_n, true, false, persistent, false>: no mask (the split tail: persistent, 128 keys)
   kGlobalMask,    // <128, true, false, persistent, true>: a mask read from global memory
   kStaged,        // <128, true, true, persistent, lean>: MIXED mask tiles staged in shared memory
+  kSplitKeys,     // split_keys_kernel<64 or 128 keys per warpgroup, mask != nullptr>: 64-row units, keys split
 };
 
 struct LaunchPlan {
@@ -398,6 +420,13 @@ inline LaunchPlan launch_plan(const AttentionParams& p, const LaunchSwitches& sw
     return plan;
   // The resident kernel reads lean_zero too (its ZERO tiles without per-key checks).
   plan.lean_zero = sw.lean_zero >= 1;
+  if (!sw.simple && split_keys_use(p, sw.split_keys, sw.bn)) {
+    plan.kernel = AttnKernel::kSplitKeys;  // no mask pre-pass, no resident K / V, no packing
+    plan.resident = ResidentPlan{};
+    plan.summary = false;
+    plan.grid[0] = split_keys_ctas(p);
+    return plan;
+  }
   if (plan.resident.use) {
     plan.kernel = AttnKernel::kResident;
     plan.grid[0] = plan.resident.ctas;

@@ -571,11 +571,14 @@ CUTLASS_DEVICE void store_partial(const FragO& o, const CoordO& tOcO, const floa
 // per thread in every kernel that stages O; ncu of kv_resident_kernel at 007 B32 S128: ~950 SASS lines per unit,
 // a quarter of its stall samples). Byte offset of element (r, c) in SmemLayoutQ: 64-column halves kBlockM x 128
 // bytes apart, 128-byte rows, then the 128-byte swizzle (byte bits 7-9 into 4-6), as TMA and CuTe place it.
+// kRows: the tile's rows (128; the split-key kernel's 64-row Q tile, SmemLayoutQ64, has its halves 64 x 128 bytes apart).
+template <uint32_t kRows = C::kBlockM>
 CUTLASS_HOST_DEVICE constexpr uint32_t q_tile_linear_byte(uint32_t r, uint32_t c) {
-  return (c / 64) * (C::kBlockM * 128) + r * 128 + (c % 64) * 2;
+  return (c / 64) * (kRows * 128) + r * 128 + (c % 64) * 2;
 }
+template <uint32_t kRows = C::kBlockM>
 CUTLASS_HOST_DEVICE constexpr uint32_t q_tile_byte(uint32_t r, uint32_t c) {
-  return q_tile_linear_byte(r, c) ^ ((q_tile_linear_byte(r, c) & 0x380u) >> 3);
+  return q_tile_linear_byte<kRows>(r, c) ^ ((q_tile_linear_byte<kRows>(r, c) & 0x380u) >> 3);
 }
 static_assert(std::is_same_v<std::remove_cv_t<decltype(SmemLayoutQ{}.layout_a())>, Swizzle<3, 4, 3>> &&
                   SmemLayoutQ{}.layout_b()(0, 64) * 2 == q_tile_linear_byte(0, 64) &&
@@ -1455,6 +1458,7 @@ __global__ void __launch_bounds__(kCombineThreads) tail_combine_kernel(const Tai
 
 // The K/V-resident kernel for short key sequences and its launcher.
 #include "attention/sm90_attention_resident.cuh"
+#include "attention/sm90_attention_splitkeys.cuh"
 
 // ----------------------------------------------------------------------------------------------
 // Host launcher
@@ -1490,12 +1494,13 @@ inline attn_rules::LaunchSwitches launch_switches() {
   sw.diag_half = dev_switch_on(DevSwitch::kAttnDiagHalf);
   sw.tma_o = dev_switch_on(DevSwitch::kAttnTmaO);
   sw.walk_cache = dev_switch_on(DevSwitch::kAttnWalkCache);
+  sw.split_keys = static_cast<int>(dev_switch(DevSwitch::kAttnSplitKeys));
   return sw;
 }
 
-inline SummaryLayout summary_layout(const AttentionParams& p, bool resident) {
+inline SummaryLayout summary_layout(const AttentionParams& p, bool runs) {
   SummaryLayout s;
-  if (!attn_rules::summary_runs(p, resident)) return s;
+  if (!runs) return s;
   s.mask_batches = p.mask_batch_stride == 0 ? 1 : p.batch;
   s.m_blocks = ceil_div(p.seqlen_q, int(C::kBlockM));
   s.n_blocks = ceil_div(p.seqlen_k, int(C::kBlockN));
@@ -1516,7 +1521,7 @@ inline size_t split_bytes(const attn_rules::TailSplit& s) {
 }
 
 inline size_t workspace_bytes(const attn_rules::LaunchPlan& plan, const AttentionParams& p) {
-  const size_t summary = summary_layout(p, plan.resident.use).total();
+  const size_t summary = summary_layout(p, plan.summary).total();
   const size_t split = split_bytes(plan.split);
   return split > 0 ? split_offset(summary) + split : summary;
 }
@@ -1641,7 +1646,7 @@ inline AttentionStatus launch(const AttentionParams& p, const attn_rules::Launch
   // Every decision of this launch is in `plan` (the resident kernel, the mask pre-pass, GQA packing, the persistent
   // grid, the key-tile width, the tail split and the kernel build).
   if (plan.kernel == attn_rules::AttnKernel::kNone) return AttentionStatus::kInvalidArgument;
-  const SummaryLayout sl = summary_layout(p, plan.resident.use);
+  const SummaryLayout sl = summary_layout(p, plan.summary);
   if (sl.total() > 0) {
     if (p.workspace == nullptr || p.workspace_bytes < sl.total()) return AttentionStatus::kWorkspaceTooSmall;
     auto* live = static_cast<uint32_t*>(p.workspace);
@@ -1674,6 +1679,10 @@ inline AttentionStatus launch(const AttentionParams& p, const attn_rules::Launch
     kp.n_blocks = sl.n_blocks;
     kp.live_chunks = sl.chunking.n_chunks;
   }
+
+  // Short launches on an idle machine: 64-row units, each warpgroup over half of the keys (VLATTN_ATTN_SPLIT_KEYS;
+  // attn_rules::split_keys_use).
+  if (plan.kernel == attn_rules::AttnKernel::kSplitKeys) return launch_split_keys(kp, p, plan.grid[0]);
 
   // Short key sequences: the K/V-resident kernel (VLATTN_ATTN_RESIDENT; attn_rules::resident_plan).
   if (plan.kernel == attn_rules::AttnKernel::kResident) {

@@ -39,6 +39,7 @@ enum class DevSwitch : int {
   kAttnTmaO,           // VLATTN_ATTN_TMA_O: the resident kernel's O stored by its producer thread with TMA
   kAttnWalkCache,      // VLATTN_ATTN_WALK_CACHE: the resident kernel's tile walks once per q-block
   kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
+  kAttnSplitKeys,      // VLATTN_ATTN_SPLIT_KEYS: the split-key kernel for short launches, 0 never, 1 rule, 2 whenever eligible
   kCount
 };
 

@@ -330,7 +330,7 @@ bool attention_launch_plan(std::string& err) {
   };
   // (lean builds: the staged per-unit kernel is lean from 4 key tiles beyond a wave, attn_rules::lean_staged_pays)
   constexpr AttnKernel kRes = AttnKernel::kResident, kStg = AttnKernel::kStaged, kGlb = AttnKernel::kGlobalMask,
-                       kPln = AttnKernel::kPlain;
+                       kPln = AttnKernel::kPlain, kSpk = AttnKernel::kSplitKeys;
   const Expect table[] = {
       // 007 (mask [B, 1, S, S]; S 541 / 613 rows are not 16-byte aligned: read from global memory)
       {4, 28, 4, 128, 128, true, kStg, false, 128, false},     {64, 28, 4, 256, 256, true, kRes, false, 128, false},
@@ -338,9 +338,9 @@ bool attention_launch_plan(std::string& err) {
       {32, 28, 4, 541, 541, true, kGlb, true, 128, false},     {2, 28, 4, 1024, 1024, true, kStg, false, 128, false},
       {1, 28, 4, 1024, 1024, true, kStg, false, 128, false},   {32, 28, 4, 256, 256, true, kRes, false, 128, false},
       {1, 28, 4, 512, 512, true, kStg, false, 128, false},     {4, 28, 4, 256, 256, true, kRes, false, 128, false},
-      {1, 28, 4, 128, 128, true, kStg, false, 128, false},     {1, 28, 4, 613, 613, true, kGlb, false, 128, false},
+      {1, 28, 4, 128, 128, true, kSpk, false, 128, false},     {1, 28, 4, 613, 613, true, kGlb, false, 128, false},
       {1, 28, 4, 4096, 4096, true, kStg, false, 128, false},   {8, 28, 4, 512, 512, true, kStg, false, 128, false},
-      {8, 28, 4, 128, 128, true, kRes, false, 128, false},     {1, 28, 4, 256, 256, true, kStg, false, 128, false},
+      {8, 28, 4, 128, 128, true, kRes, false, 128, false},     {1, 28, 4, 256, 256, true, kSpk, false, 128, false},
       // 034 (no mask)
       {2, 32, 8, 256, 392, false, kPln, false, 144, false},    {64, 32, 8, 256, 392, false, kPln, true, 144, false},
       {1, 32, 8, 512, 784, false, kPln, false, 160, false},    {2, 32, 8, 1024, 1568, false, kPln, true, 176, false},
@@ -349,7 +349,7 @@ bool attention_launch_plan(std::string& err) {
       {8, 32, 8, 128, 196, false, kRes, false, 128, false},    {8, 32, 8, 256, 392, false, kPln, true, 144, false},
       {1, 32, 8, 8192, 12544, false, kPln, true, 128, true},   {1, 32, 8, 1024, 1568, false, kPln, true, 176, false},
       {32, 32, 8, 373, 588, false, kPln, true, 160, false},    {4, 32, 8, 512, 784, false, kPln, true, 160, false},
-      {16, 32, 8, 128, 196, false, kRes, false, 128, false},   {2, 32, 8, 128, 196, false, kPln, false, 128, false},
+      {16, 32, 8, 128, 196, false, kRes, false, 128, false},   {2, 32, 8, 128, 196, false, kSpk, false, 128, false},
   };
   for (const Expect& e : table) {
     const AttentionParams p = attn(e.b, e.hq, e.hkv, e.sq, e.sk, e.mask);  // mask rows of Sk elements
@@ -366,7 +366,35 @@ bool attention_launch_plan(std::string& err) {
   EXPECT(attn_rules::launch_plan(attn(1, 28, 3, 128, 128, false), LaunchSwitches{}).kernel == AttnKernel::kNone);
   EXPECT(attn_rules::launch_plan(attn(0, 28, 4, 128, 128, false), LaunchSwitches{}).kernel == AttnKernel::kNone);
 
-  std::vector<LaunchSwitches> switch_sets(10);
+  // The split-key kernel (VLATTN_ATTN_SPLIT_KEYS; the rule by default): its rule takes the short launches whose 64-row
+  // CTAs fit one wave (007 B1 S128: 56, B1 S256: 112, 034 B2 Lq128: 128 on 132 SMs), not 007 B4 S128 (224) or
+  // 034 B2 Lq256 (392 keys); mode 2 takes every launch of at most 256 keys at 128-key tiles.
+  {
+    LaunchSwitches sk0, sk1, sk2;
+    sk0.split_keys = 0;
+    sk1.split_keys = 1;
+    sk2.split_keys = 2;
+    auto kernel = [](int b, int hq, int hkv, int sq, int sk, bool mask, const LaunchSwitches& sw) {
+      return attn_rules::launch_plan(attn(b, hq, hkv, sq, sk, mask), sw).kernel;
+    };
+    EXPECT(kernel(1, 28, 4, 128, 128, true, sk1) == AttnKernel::kSplitKeys);
+    EXPECT(kernel(1, 28, 4, 256, 256, true, sk1) == AttnKernel::kSplitKeys);
+    EXPECT(kernel(2, 32, 8, 128, 196, false, sk1) == AttnKernel::kSplitKeys);
+    EXPECT(kernel(4, 28, 4, 128, 128, true, sk1) == AttnKernel::kStaged);
+    EXPECT(kernel(2, 32, 8, 256, 392, false, sk1) == AttnKernel::kPlain);
+    EXPECT(kernel(4, 28, 4, 128, 128, true, sk2) == AttnKernel::kSplitKeys);
+    EXPECT(kernel(1, 28, 4, 128, 257, true, sk2) != AttnKernel::kSplitKeys);
+    // Off: the kernels these shapes ran before (the per-unit staged and plain builds).
+    EXPECT(kernel(1, 28, 4, 128, 128, true, sk0) == AttnKernel::kStaged);
+    EXPECT(kernel(1, 28, 4, 256, 256, true, sk0) == AttnKernel::kStaged);
+    EXPECT(kernel(2, 32, 8, 128, 196, false, sk0) == AttnKernel::kPlain);
+    const LaunchPlan plan = attn_rules::launch_plan(attn(1, 28, 4, 256, 256, true), sk1);
+    EXPECT(!plan.summary && !plan.resident.use && plan.grid[0] == 28 * 4 && plan.grid[1] == 1 && plan.grid[2] == 1);
+  }
+
+  std::vector<LaunchSwitches> switch_sets(12);
+  switch_sets[10].split_keys = 0;
+  switch_sets[11].split_keys = 2;
   switch_sets[1].simple = true;
   switch_sets[2].persistent = 0;
   switch_sets[3].persistent = 2;
@@ -380,6 +408,7 @@ bool attention_launch_plan(std::string& err) {
   switch_sets[6].tma_o = false;
   switch_sets[6].walk_cache = false;
   switch_sets[6].lean_zero = 0;
+  switch_sets[6].split_keys = 0;     // the resident kernel wherever eligible, short launches included
   const int seqs[] = {1, 100, 128, 129, 256, 257, 392, 541, 613, 1024, 1568, 4096, 6272, 12544};
   const int heads[][2] = {{28, 4}, {32, 8}, {8, 8}, {16, 2}};
   for (int b : {1, 3, 64})
@@ -401,6 +430,13 @@ bool attention_launch_plan(std::string& err) {
                 EXPECT(plan.lean_zero == (sw.lean_zero >= 1));  // every kernel, the resident one included
                 if (plan.kernel == AttnKernel::kResident) {
                   EXPECT(!sw.simple && plan.grid[0] == plan.resident.ctas && !plan.split.use);
+                  continue;
+                }
+                EXPECT((plan.kernel == AttnKernel::kSplitKeys) == (sw.split_keys >= 1 && !sw.simple &&
+                                                                   attn_rules::split_keys_use(p, sw.split_keys, sw.bn)));
+                if (plan.kernel == AttnKernel::kSplitKeys) {
+                  EXPECT(sk <= 256 && !plan.summary && !plan.split.use && !plan.pack.packed &&
+                         plan.grid[0] == attn_rules::split_keys_ctas(p) && plan.grid[1] == 1 && plan.grid[2] == 1);
                   continue;
                 }
                 EXPECT(plan.stage_mask ==
