@@ -281,8 +281,23 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_keys_kernel(CUTE_GRID_CO
 #endif  // sm_90a
 }
 
-// One CTA per (query head, 64-row q-block, batch); attn_rules::split_keys_plan decided the launch.
+// One build's launch: its shared-memory opt-in (once per device), then the kernel under PDL.
+template <int kWgKeys, bool kMasked>
+inline AttentionStatus run_split_keys(const SplitKeysParams& kp, const AttentionParams& p, long long ctas) {
+  auto* kernel = split_keys_kernel<kWgKeys, kMasked>;
+  if (!max_dynamic_smem_once<split_keys_kernel<kWgKeys, kMasked>>(p.device, kSplitKeysSmemBytes))
+    return AttentionStatus::kInitFailed;
+  return launch_pdl(kernel, dim3(unsigned(ctas)), dim3(C::kThreads), kSplitKeysSmemBytes, p.stream, 0, kp) ==
+                 cudaSuccess
+             ? AttentionStatus::kSuccess
+             : AttentionStatus::kLaunchFailed;
+}
+
+// One CTA per (query head, 64-row q-block, batch); attn_rules::split_keys_plan decided the launch. The grid and
+// the key count are checked before any tensor map is encoded. Builds: 64 keys per warpgroup when one 128-key tile
+// holds them all, 128 otherwise; masked or not.
 inline AttentionStatus launch_split_keys(const KernelArgs& args, const AttentionParams& p, long long ctas) {
+  if (ctas < 1 || ctas > INT_MAX || p.seqlen_k > kSplitMaxKeys) return AttentionStatus::kInvalidArgument;
   const SplitKeysParams kp{
       args,
       make_tma_q64(static_cast<const Element*>(p.q), p.seqlen_q, p.heads_q, p.batch,
@@ -291,26 +306,8 @@ inline AttentionStatus launch_split_keys(const KernelArgs& args, const Attention
                       slab_strides(p.k_strides, p.heads_kv, p.seqlen_k)),
       make_tma_v<128>(static_cast<const Element*>(p.v), p.seqlen_k, p.heads_kv, p.batch,
                       slab_strides(p.v_strides, p.heads_kv, p.seqlen_k))};
-  if (ctas < 1 || ctas > INT_MAX || p.seqlen_k > kSplitMaxKeys) return AttentionStatus::kInvalidArgument;
-  auto run = [&](void (*kernel)(SplitKeysParams)) {
-    return launch_pdl(kernel, dim3(unsigned(ctas)), dim3(C::kThreads), kSplitKeysSmemBytes, p.stream, 0, kp) ==
-                   cudaSuccess
-               ? AttentionStatus::kSuccess
-               : AttentionStatus::kLaunchFailed;
-  };
   const bool masked = p.mask != nullptr;
-  if (p.seqlen_k <= C::kBlockN) {
-    if (masked) {
-      if (!max_dynamic_smem_once<split_keys_kernel<64, true>>(p.device, kSplitKeysSmemBytes)) return AttentionStatus::kInitFailed;
-      return run(split_keys_kernel<64, true>);
-    }
-    if (!max_dynamic_smem_once<split_keys_kernel<64, false>>(p.device, kSplitKeysSmemBytes)) return AttentionStatus::kInitFailed;
-    return run(split_keys_kernel<64, false>);
-  }
-  if (masked) {
-    if (!max_dynamic_smem_once<split_keys_kernel<128, true>>(p.device, kSplitKeysSmemBytes)) return AttentionStatus::kInitFailed;
-    return run(split_keys_kernel<128, true>);
-  }
-  if (!max_dynamic_smem_once<split_keys_kernel<128, false>>(p.device, kSplitKeysSmemBytes)) return AttentionStatus::kInitFailed;
-  return run(split_keys_kernel<128, false>);
+  const bool one_tile = p.seqlen_k <= C::kBlockN;
+  return one_tile ? (masked ? run_split_keys<64, true>(kp, p, ctas) : run_split_keys<64, false>(kp, p, ctas))
+                  : (masked ? run_split_keys<128, true>(kp, p, ctas) : run_split_keys<128, false>(kp, p, ctas));
 }
