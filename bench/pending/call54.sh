@@ -61,7 +61,9 @@ esac
 case $STAGES in *x*)
   # One call for all four on the pending tree (the device time left after failed starts, 54th session), by
   # priority: 0004's tests and A/Bs, 0002's, 0003's, then 0001's trace and the cold split-K readings.
-  P="$SK_NCU_007; $SK_AB; $SK_RACE; $PREFETCH_AB; $OPROJ_AB; $OPROJ_PROBE; $TRACE; $PLAN_AB"
+  # X_SK=0 (56th session: 0004 has landed, its A/Bs ran in the 55th) leaves out 0004's ncu and A/B, keeps racecheck.
+  P="$SK_RACE; $PREFETCH_AB; $OPROJ_AB; $OPROJ_PROBE; $TRACE; $PLAN_AB"
+  [ "${X_SK:-1}" = 0 ] || P="$SK_NCU_007; $SK_AB; $P"
   OUT=$R/x1 VLATTN_COMMIT=$B PROBE_CMDS="$P" CALL_BUDGET_S=${X_BUDGET_S:-560} TEST_TIMEOUT_S=170 scripts/gpu_check.sh probe \
     -p no:cacheprovider tests/test_attention.py tests/test_pdl.py tests/test_qkv.py tests/test_dev.py tests/test_ops.py \
     -k "${X_K:-split_keys or $TESTS_B}" ;;
