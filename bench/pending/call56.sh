@@ -20,7 +20,10 @@ P1=$(ls bench/pending/0001-*.patch)
 N="ncu --cache-control all --clock-control none -k regex:qkv_rope_splitk --metrics gpu__time_duration.sum,dram__bytes_read.sum --launch-skip 1 --launch-count 2 python3 bench/ncu_target.py qkv 007 0 | grep -E 'gpu__|dram__'"
 # racecheck's full report into the probe log (gpu_check keeps each probe's whole output in logs.tar.gz).
 RC="VLATTN_ATTN_SPLIT_KEYS=2 timeout 90 compute-sanitizer --tool racecheck --print-limit 20 python3 bench/ncu_target.py attention"
-OUT=$R/p1 VLATTN_COMMIT=$B PROBE_CMDS="$RC 007 0; $RC 034 0; $N" CALL_BUDGET_S=${P_BUDGET_S:-200} TEST_TIMEOUT_S=120 \
+# Where a small layer's eager call spends its host time (the H200 README run's eager - graph gaps: 034 B2 Lq256 27 us,
+# B1 Lq512 22, 007 B1 S1024 21.5, B1 S128 7).
+H="python3 bench/probe_host.py --iters 30 --trace 10 --workloads 034:0,034:2,034:15,007:10,007:6"
+OUT=$R/p1 VLATTN_COMMIT=$B PROBE_CMDS="$RC 007 0; $RC 034 0; $N; $H" CALL_BUDGET_S=${P_BUDGET_S:-200} TEST_TIMEOUT_S=120 \
   scripts/gpu_check.sh probe -p no:cacheprovider tests/test_qkv.py tests/test_dev.py tests/test_attention.py \
   -k "trace or splitk or dev or split_keys"
 git apply -R "$P1" || { echo "call56: reversing 0001 failed"; exit 3; }
