@@ -14,6 +14,7 @@
 #include "launch/gemm_params.h"
 #include "launch/host_trace.h"
 #include "ops/ops.h"
+#include "qkv/qkv_trace.h"
 
 // at::Tag::out (torch >= 2.12) lets functionalization, hence torch.compile and opcheck, treat the
 // .out overloads as out= variants. torch 2.11 (the H200 image) has no such tag.
@@ -114,6 +115,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         return out;
       },
       "host-path marks of this thread since the last call (development: VLATTN_HOST_TRACE=1)");
+  m.def(
+      "splitk_trace",
+      [](int64_t ptr, int64_t ctas) {
+        // Development: per-CTA timestamps of the split-K QKV kernels into device memory at `ptr` (qkv/qkv_trace.h;
+        // Python: vlattn.dev.splitk_trace, which checks the buffer). ptr 0 and ctas 0: off.
+        if (ctas < 0 || ctas > (1 << 30) || (ptr == 0) != (ctas == 0))
+          throw pybind11::value_error("splitk_trace: ptr and ctas must be both zero (off) or both positive; got ptr " +
+                                      std::to_string(ptr) + ", ctas " + std::to_string(ctas));
+        const cudaError_t err =
+            vlattn::qkv_splitk_trace(reinterpret_cast<unsigned long long*>(ptr), static_cast<int>(ctas));
+        if (err != cudaSuccess)
+          throw std::runtime_error(std::string("splitk_trace: ") + cudaGetErrorString(err));
+      },
+      "set (or clear) the split-K QKV kernels' development trace buffer", pybind11::arg("ptr"),
+      pybind11::arg("ctas"));
   // Development switches (launch/dev_switch.h; Python: vlattn.dev).
   m.def(
       "dev_switches",

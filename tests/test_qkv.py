@@ -706,3 +706,51 @@ def test_bad_section_and_split():
         run_mrope(mrope_case(1, 8, hidden=256, hq=3, hkv=1), config="c256")
     with pytest.raises(RuntimeError, match="kernel launch failed"):  # 4 splits of a single k tile
         run_mrope(mrope_case(1, 8, hidden=64, hq=2, hkv=1), config="splitk4")
+
+
+def test_splitk_trace_rejects_bad_buffers():
+    """vlattn.dev.splitk_trace checks its buffer before the extension sees a pointer."""
+    from vlattn import _ext, dev
+
+    if _ext._C is None:
+        pytest.skip("needs the compiled extension vlattn._C")
+    with pytest.raises(TypeError, match="buffer must be a torch.Tensor or None"):
+        dev.splitk_trace([0] * 8)
+    with pytest.raises(ValueError, match=r"contiguous int64 CUDA tensor of shape \[ctas >= 1, 8\]"):
+        dev.splitk_trace(torch.zeros(4, 8, dtype=torch.int64))  # on the CPU
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="int64"):
+            dev.splitk_trace(torch.zeros(4, 8, dtype=torch.int32, device="cuda"))
+        with pytest.raises(ValueError, match="shape"):
+            dev.splitk_trace(torch.zeros(4, 7, dtype=torch.int64, device="cuda"))
+
+
+@requires_sm90
+def test_splitk_trace_stamps_every_cta_in_order():
+    """With a trace buffer the split-K kernel (007 at 128 rows: splitk3, 108 CTAs) fills one row per CTA with
+    non-decreasing times, its SM and its cluster rank; the outputs keep their bits; without it nothing is written."""
+    from vlattn import dev
+
+    args = mrope_case(1, 128)
+    plain = run_mrope(args, config="splitk3")
+    ctas = 36 * 3
+    buf = torch.full((ctas + 4, dev.SPLITK_TRACE_SLOTS), -1, dtype=torch.int64, device="cuda")
+    try:
+        dev.splitk_trace(buf)
+        traced = run_mrope(args, config="splitk3")
+        torch.cuda.synchronize()
+    finally:
+        dev.splitk_trace(None)
+    for name, a, b in zip("qkv", plain, traced):
+        assert torch.equal(a, b), f"{name}: the trace changed the result"
+    rows = buf[:ctas].cpu()
+    assert (rows >= 0).all(), "a CTA's slot was not written"
+    times = rows[:, :6]
+    assert (times[:, 1:] >= times[:, :-1]).all(), "stamps out of order"
+    assert (rows[:, 7] == torch.arange(ctas) % 3).all(), "cluster ranks"
+    assert (rows[:, 6] < torch.cuda.get_device_properties(0).multi_processor_count).all(), "SM ids"
+    assert (buf[ctas:] == -1).all(), "rows beyond the launch's CTAs were written"
+    before = buf.clone()
+    run_mrope(args, config="splitk3")
+    torch.cuda.synchronize()
+    assert torch.equal(buf, before), "the trace wrote after it was turned off"

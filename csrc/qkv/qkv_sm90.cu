@@ -51,6 +51,15 @@ auto make_kernel_params(const QkvParams& p, MakeB&& make_b) {
   return kp;
 }
 
+// The split-K kernels' development trace (qkv/qkv_trace.h), set by qkv_splitk_trace: the buffer goes into the
+// kernel parameters of split-K launches made on `device` while it is set (a CUDA graph keeps what it captured).
+struct SplitKTraceState {
+  unsigned long long* buf = nullptr;
+  int ctas = 0;
+  int device = -1;
+};
+SplitKTraceState g_splitk_trace;
+
 // splits == 0: the persistent ping-pong kernel; splits >= 1: the cluster split-K kernel.
 template <class T>
 cudaError_t launch(const QkvParams& p, int splits = 0) {
@@ -83,11 +92,23 @@ cudaError_t launch(const QkvParams& p, int splits = 0) {
     return launch_pdl(kernel, grid, dim3(T::Threads), T::SmemBytes, p.stream, 0, kp);
   } else if constexpr (T::SplitK) {
     if (splits < 1 || splits > T::MaxSplits || splits > (p.k + T::BK - 1) / T::BK) return cudaErrorNotSupported;
+    const dim3 grid(static_cast<unsigned>(tiles * splits));
+    if (g_splitk_trace.buf != nullptr) {  // development only: one cudaGetDevice per launch while a trace is set
+      int device = -1;
+      if (cudaGetDevice(&device) == cudaSuccess && device == g_splitk_trace.device) {
+        // The traced twin: the same kernel with the stamps compiled in (sm90_qkv_rope.cuh).
+        constexpr auto traced = &qkv_rope_splitk_kernel<T, TmaA, TmaB, true>;
+        cudaError_t err = set_smem_once<traced>(T::SmemBytes);
+        if (err != cudaSuccess) return err;
+        kp.trace = g_splitk_trace.buf;
+        kp.trace_ctas = g_splitk_trace.ctas;
+        return launch_pdl(traced, grid, dim3(T::Threads), T::SmemBytes, p.stream, static_cast<unsigned>(splits), kp);
+      }
+    }
     constexpr auto kernel = &qkv_rope_splitk_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
     if (err != cudaSuccess) return err;
-    return launch_pdl(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(T::Threads), T::SmemBytes, p.stream,
-                      static_cast<unsigned>(splits), kp);
+    return launch_pdl(kernel, grid, dim3(T::Threads), T::SmemBytes, p.stream, static_cast<unsigned>(splits), kp);
   } else {
     constexpr auto kernel = &qkv_rope_kernel<T, TmaA, TmaB>;
     cudaError_t err = set_smem_once<kernel>(T::SmemBytes);
@@ -319,6 +340,17 @@ cudaError_t qkv_rope_sm90(const QkvParams& p, QkvConfig config) {
     case QkvConfig::kGrouped64: return cudaErrorNotSupported;  // the grouped GEMM: qkv_grouped.h
   }
   return cudaErrorNotSupported;
+}
+
+cudaError_t qkv_splitk_trace(unsigned long long* buf, int ctas) {
+  if (ctas < 0 || (buf == nullptr) != (ctas == 0)) return cudaErrorInvalidValue;
+  int device = -1;
+  if (buf != nullptr) {
+    const cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+  }
+  qkv::g_splitk_trace = {buf, ctas, device};
+  return cudaSuccess;
 }
 
 }  // namespace vlattn

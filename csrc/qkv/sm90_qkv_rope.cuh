@@ -34,6 +34,7 @@
 #include "kernels/rope.h"
 #include "launch/pdl.h"
 #include "qkv/qkv_params.h"  // and qkv/qkv_config.h
+#include "qkv/qkv_trace.h"   // the development trace's slots
 #include "qkv/rope_math.cuh"  // bf, rope_combine2, pack_bf16x2, pos_cos_sin, inv_freq
 
 namespace vlattn {
@@ -90,6 +91,11 @@ struct QkvKernelParams {
   int first_tile[kQkvMaxGroups + 1];  // prefix sums of heads: N tiles [first[g], first[g+1]) are group g
   int n_tiles;                        // heads of all groups
   int num_tiles;                      // n_tiles * row tiles; tile t = (row tile t / n_tiles, head t % n_tiles)
+  // Development trace of the split-K kernels (qkv/qkv_trace.h): kSplitKTraceSlots stamps per CTA for the first
+  // trace_ctas CTAs. Read only by the kernels' traced twins (qkv_rope_splitk_kernel<..., true>), launched while a
+  // trace buffer is set; appended last, so the other fields keep their offsets.
+  unsigned long long* trace = nullptr;
+  int trace_ctas = 0;
 };
 
 // Pipeline parameters every QKV kernel uses: thread 0 of warpgroup 0 issues the TMA loads (T::TxBytes
@@ -642,6 +648,12 @@ CUTLASS_DEVICE float4 ld_dsmem_f4(const float* local, uint32_t rank) {
   return v;
 }
 
+CUTLASS_DEVICE unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // TileM 128: each consumer warpgroup holds 64 rows (64 accumulator floats per thread); TileM 256: 128
 // rows each (128 floats), the 64x128 atoms repeated twice down M by the partitioner.
 template <int TileM_, int Stages_>
@@ -693,7 +705,10 @@ struct SplitKTraits {
   static_assert(SmemBytes <= 227 * 1024, "sm_90 allows 227 KB of shared memory per CTA");
 };
 
-template <class T, class TmaA, class TmaB>
+// kTrace: the development trace's twin (qkv/qkv_trace.h). The kernel the library launches is the kTrace = false
+// instantiation, in which every trace statement folds away: its code is the untraced kernel's, instruction for
+// instruction, so the trace costs nothing when it is off (the kernel-parameter form cost +0.25 us cold, 56th session).
+template <class T, class TmaA, class TmaB, bool kTrace = false>
 __global__ void __launch_bounds__(T::Threads, 1)
     qkv_rope_splitk_kernel(CUTLASS_GRID_CONSTANT QkvKernelParams<TmaA, TmaB> const kp) {
 #if defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)
@@ -713,6 +728,18 @@ __global__ void __launch_bounds__(T::Threads, 1)
   Pipeline pipeline(ss.pipeline, pp, Shape<_1, _1, _1>{});
   __syncthreads();
   pdl_enter();
+  // Development trace (qkv/qkv_trace.h): this CTA's slots, or null. The first consumer thread stamps the phases.
+  unsigned long long* const trace = kTrace && kp.trace != nullptr && static_cast<int>(blockIdx.x) < kp.trace_ctas
+                                        ? kp.trace + static_cast<size_t>(blockIdx.x) * kSplitKTraceSlots
+                                        : nullptr;
+  const bool tracer = trace != nullptr && threadIdx.x == 128;
+  if (trace != nullptr && threadIdx.x == 0) {
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    trace[0] = globaltimer_ns();
+    trace[6] = smid;
+    trace[7] = static_cast<unsigned long long>(rank);
+  }
 
   QkvGroup const& grp = p.groups[c.group];
   if (warp_group == 0) {
@@ -759,6 +786,10 @@ __global__ void __launch_bounds__(T::Threads, 1)
 #pragma unroll 1
     for (int kt = kt_begin; kt < kt_end; ++kt) {
       pipeline.consumer_wait(read);
+      if (tracer) {
+        if (kt == kt_begin) trace[1] = globaltimer_ns();
+        if (kt == kt_end - 1) trace[2] = globaltimer_ns();
+      }
       warpgroup_fence_operand(acc);
       warpgroup_arrive();
 #pragma unroll
@@ -808,6 +839,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
     // Every partial tile of the cluster is in shared memory (release/acquire across the cluster).
     cute::cluster_arrive();
     cute::cluster_wait();
+    if (tracer) trace[3] = globaltimer_ns();
 
     // Two rows per iteration, every rank's partial of both loaded before the sums (independent remote loads in
     // flight together, not one round trip per row), each summed in rank order: the same sum on every run.
@@ -847,6 +879,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
     // epilogue below runs before the wait instead of every CTA waiting there for its slowest peer's epilogue.
     cute::cluster_arrive_relaxed();
     cutlass::arch::NamedBarrier::arrive_and_wait(256, 0);
+    if (tracer) trace[4] = globaltimer_ns();
     if (pre) {
 #pragma unroll
       for (int i = 0; i < kPrePasses; ++i) {
@@ -866,6 +899,7 @@ __global__ void __launch_bounds__(T::Threads, 1)
   }
   // No CTA may leave while a peer can still read its partial tile: every thread of the cluster has arrived above.
   cute::cluster_wait();
+  if (tracer) trace[5] = globaltimer_ns();
 #endif
 }
 

@@ -48,3 +48,38 @@ def switch(name: str, value: int) -> Iterator[None]:
         yield
     finally:
         set_switch(name, previous)
+
+
+# The split-K QKV kernels' development trace (csrc/qkv/qkv_trace.h): per CTA, 8 int64 slots.
+SPLITK_TRACE_SLOTS = 8
+SPLITK_TRACE_NAMES = ("start", "first_stage", "last_stage", "partials_barrier", "epilogue", "end", "smid", "rank")
+_splitk_trace_buffer = None  # kept alive while the kernels may write into it
+
+
+def splitk_trace(buffer=None) -> None:
+    """Make the split-K QKV kernels (``mrope_qkv``/``vision_qkv`` at <= 128 rows per launch, and their
+    configs ``splitk*`` / ``m256k*``) stamp each CTA's progress into ``buffer``: a contiguous int64 CUDA
+    tensor of shape [ctas, 8] (slots: SPLITK_TRACE_NAMES; times in %globaltimer ns, then the SM id and the
+    cluster rank). CTA i writes row i, CTAs beyond the buffer's rows nothing. ``None`` turns it off. For
+    development (bench/probe_splitk_timeline.py): the buffer stays referenced here until the next call."""
+    global _splitk_trace_buffer
+    import torch
+
+    c = _ext.require("vlattn.dev.splitk_trace")
+    if buffer is None:  # off, on the current device
+        if _splitk_trace_buffer is not None:
+            torch.cuda.synchronize(_splitk_trace_buffer.device)
+        c.splitk_trace(0, 0)
+        _splitk_trace_buffer = None
+        return
+    if not isinstance(buffer, torch.Tensor):
+        raise TypeError(f"vlattn.dev.splitk_trace: buffer must be a torch.Tensor or None, got {type(buffer).__name__}")
+    if (buffer.dtype != torch.int64 or buffer.device.type != "cuda" or buffer.dim() != 2
+            or buffer.shape[1] != SPLITK_TRACE_SLOTS or buffer.shape[0] < 1 or not buffer.is_contiguous()):
+        raise ValueError("vlattn.dev.splitk_trace: buffer must be a contiguous int64 CUDA tensor of shape "
+                         f"[ctas >= 1, {SPLITK_TRACE_SLOTS}]; got {buffer.dtype} on {buffer.device}, shape "
+                         f"{list(buffer.shape)}, contiguous={buffer.is_contiguous()}")
+    torch.cuda.synchronize(buffer.device)  # no launch still writing into the previous buffer
+    with torch.cuda.device(buffer.device):  # the trace is per device: the buffer's
+        c.splitk_trace(buffer.data_ptr(), buffer.shape[0])
+    _splitk_trace_buffer = buffer
