@@ -348,6 +348,56 @@ def test_cross_pair_side_stream_is_bitwise_neutral(tmp_path, rng_seed):
                                   "K / V side by side vs back to back", values=(None, "2"))
 
 
+@requires_sm90
+def test_side_stream_is_never_the_callers():
+    """The K / V pair's side stream comes from c10's pool, round-robin over its 32 streams, and the caller's
+    stream can be one of them (torch.cuda.Stream(); torch.cuda.graph captures on one). Had the pool handed the
+    caller's own stream back, the fork would be empty and the GEMMs back to back: 034 B8 Lq128's graph replay
+    read ~37 us slower in the bench's full run (bench/NOTES.md, fifty-sixth session). 33 captures from one pool
+    stream pass every position of the pool's counter; each captured graph must join two branches (a node with
+    two dependencies: the GEMM pair's join), which a chain of one stream's work never has."""
+    import collections
+    import os
+    import re
+    import tempfile
+    torch.manual_seed(0)
+    w = [torch.randn(h * 128, 256, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (4, 2, 2)]
+    b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (4, 2, 2)]
+    lang = torch.randn(1, 40, 256, dtype=torch.bfloat16, device="cuda")
+    vis = torch.randn(1, 300, 256, dtype=torch.bfloat16, device="cuda")  # 300 rows: side by side (rule: < 4096)
+    pos = torch.randint(0, 8192, (1, 40), device="cuda")
+    thw = torch.randint(0, 8192, (1, 300, 3), device="cuda")
+
+    def call():
+        return vlattn.vision_qkv(lang, vis, pos, thw, w[0], b[0], w[1], b[1], w[2], b[2], config="gemm")
+
+    caller = torch.cuda.Stream()
+    with torch.cuda.stream(caller):
+        eager = [t.clone() for t in call()]
+    torch.cuda.synchronize()
+    chains = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(33):
+            graph = torch.cuda.CUDAGraph(keep_graph=True)  # the cudaGraph_t kept for debug_dump
+            graph.enable_debug_mode()
+            with torch.cuda.graph(graph, stream=caller):
+                out = call()
+            graph.replay()
+            torch.cuda.synchronize()
+            for t, ref, name in zip(out, eager, "qkv"):
+                assert torch.equal(t, ref), f"capture {i}: {name} differs from the eager call"
+            path = f"{tmp}/graph{i}.dot"
+            graph.debug_dump(path)
+            assert os.path.exists(path), f"capture {i}: debug_dump wrote no {path}"
+            with open(path) as f:
+                edges = re.findall(r'"?(\w+)"?\s*->\s*"?(\w+)"?', f.read())
+            assert edges, f"capture {i}: no edges in the graph's dump"
+            deps = collections.Counter(dst for _, dst in edges)
+            if max(deps.values()) < 2:
+                chains.append(i)
+    assert not chains, f"captures {chains} of 33 ran the K and V GEMMs on the caller's stream, back to back"
+
+
 _ROPE_MERGE_SCRIPT = r"""
 import sys, torch, vlattn
 from vlattn import workloads as W

@@ -239,10 +239,17 @@ bool gemm_tuned_enabled() {
 // The second stream itself: a stream from c10's pool on every call (round-robin over its 32 streams per
 // device). Keeping one per thread instead (an A/B switch until the thirty-fourth session) changed nothing:
 // only a process's first call allocates, either way (bench/NOTES.md twenty-fifth session).
+// Never the caller's stream: callers run on that same pool too (torch.cuda.Stream(), and torch.cuda.graph's
+// capture stream, are pool streams), so once in 32 calls the round-robin handed out the caller's own stream
+// and the two GEMMs ran back to back. In the bench's full run that call was 034 B8 Lq128's graph capture: its
+// replay read 203-208 us against 164-168 with the GEMMs side by side (fifty-sixth session). The pool's next
+// stream is another one.
 struct ForkJoin {
   cudaEvent_t fork = nullptr, join = nullptr;
-  c10::cuda::CUDAStream side_stream(int device) {
-    return c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+  c10::cuda::CUDAStream side_stream(int device, cudaStream_t current) {
+    c10::cuda::CUDAStream s = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+    if (s.stream() == current) s = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+    return s;
   }
   ForkJoin() = default;
   ForkJoin(const ForkJoin&) = delete;
@@ -572,7 +579,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   c10::optional<c10::cuda::CUDAStream> side_stream;
   if (side) {
     ForkJoin& ev = fork_join_events(device);
-    side_stream = ev.side_stream(device);
+    side_stream = ev.side_stream(device, p.stream);
     C10_CUDA_CHECK(cudaEventRecord(ev.fork, p.stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(side_stream->stream(), ev.fork, 0));
   }
