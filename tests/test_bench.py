@@ -111,6 +111,28 @@ def _record(problem, index, impl, us, *, pytorch=True, ok=True, t_sol=10.0):
             "check": {"ok": ok}}
 
 
+def test_graph_replay_slower_than_eager_is_flagged():
+    """A graph replay whose fastest call is > 1.10x its eager impl's fastest gets a note (the fifty-sixth session's
+    serialized fork read 1.19x); within the factor, an unmeasured eager impl, or no pair: nothing."""
+    def rec(impl, us_min, status="measured"):
+        return {"impl": impl, "us_min": us_min, "status": status}
+
+    lines = bench.graph_replay_anomalies([
+        rec("vlattn:native", 170.1), rec("vlattn:native_graph", 202.0),  # the fifty-sixth session's cell: flagged
+        rec("composite", 300.0), rec("composite_graph", 320.0),  # 1.07x: within the factor
+        rec("vlattn:native[X=1]", 50.0), rec("vlattn:native_graph[X=1]", 56.0),  # 1.12x, the switched pair: flagged
+        rec("vlattn:native[X=0]", 50.0, "ERR"), rec("vlattn:native_graph[X=0]", 90.0),  # no measured eager: nothing
+        rec("reference", 10.0), rec("compile", 1000.0),
+    ])
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("vlattn:native_graph: graph replay's fastest call 202.0 us is 1.19x vlattn:native's")
+    assert lines[1].startswith("vlattn:native_graph[X=1]: ") and "1.12x" in lines[1]
+    assert bench.graph_replay_anomalies([rec("vlattn:native", 100.0), rec("vlattn:native_graph", 95.0)]) == []
+    notes = bench.layer_notes([dict(rec("vlattn:native", 100.0), check=None),
+                               dict(rec("vlattn:native_graph", 120.0), check=None)])
+    assert len(notes) == 1 and notes[0].startswith("    vlattn:native_graph: graph replay's fastest call 120.0 us")
+
+
 def test_best_pytorch_ignores_our_impls_and_failed_checks():
     records = [
         _record("007", 0, "vlattn:native", 10.0, pytorch=False),
