@@ -2,8 +2,8 @@
 
     python3 bench/probe_host.py [--iters 30] [--workloads '007[B=1,S=128],034:15']
 
-Per workload and per callable (the layer, and its three stages
-alone), prints median µs of:
+Per workload and per callable (the layer; the layer as the bench's eager column calls it, "layer_out":
+backend="native" into a preallocated out=; and its three stages alone), prints median µs of:
   host     CPU time of one call while the GPU is held busy (launches never wait on the queue);
   gpu      CUDA events around the call with the host far ahead (a sleep kernel first): kernel
            time plus the gaps between kernels, no host stall;
@@ -92,7 +92,11 @@ def callables(w):
     attn = lambda: vlattn.attention(q, k, vv, mask)  # noqa: E731
     o_in = attn()
     o_proj = lambda: vlattn.linear(o_in, o_w)  # noqa: E731
-    return {"layer": layer, "qkv": qkv, "attention": attn, "o_proj": o_proj}
+    # The bench's eager column calls the layer with the backend named and a preallocated out= (vlattn_backend_impl).
+    op = vlattn.mrope_self_attention if w.problem == "007" else vlattn.vision_cross_attention
+    out = torch.empty_like(v[0])
+    layer_out = lambda: op(*v, backend="native", out=out)  # noqa: E731
+    return {"layer": layer, "layer_out": layer_out, "qkv": qkv, "attention": attn, "o_proj": o_proj}
 
 
 def profile_layer(fn, iters):
@@ -190,7 +194,7 @@ def main():
                 profile_layer(fn, args.profile)
             if name == "layer" and args.ranges:
                 profile_ranges(fn, args.ranges)
-            if name == "layer" and args.trace:
+            if name in ("layer", "layer_out") and args.trace:
                 trace_layer(fn, args.trace, scratch)
 
 
