@@ -3,7 +3,8 @@
 #
 #   run(command="bash bench/pending/call57.sh <main sha>", carry=[".whl", "prebuilt"], kind="nvidia-h200")
 #
-# On an H100 it says so and exits in a second (the call then costs only the machine's start). On an H200: the
+# First, on any GPU, probe_host's timers on the bench's eager callable (~60 s). Then on an H100 it says so and exits;
+# on an H200: the
 # layers command of the README (every workload, every baseline) into $OUT/readme/layers.{json,png}; then, here,
 # `python bench/readme_table.py <json>` and the README bullets. Predictions (fifty-sixth session's NOTES, plan 1):
 # 034 B8 Lq128 graph ~165 us (203.6 in d0279b1's table: the stream collision), the small 007 layers' graph replay
@@ -12,8 +13,12 @@ set -uo pipefail
 A=${1:?main sha}
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
+# Any GPU (~60 s): the bench's eager callable against probe_host's own (NOTES plan item 3, fifty-sixth session).
+OUT=$R/host VLATTN_COMMIT=$A CALL_BUDGET_S=${HOST_BUDGET_S:-120} PROBE_TIMEOUT_S=100 \
+  PROBE_CMDS='python3 bench/probe_host.py --iters 30 --trace 10 --workloads 007:8,007:6,034:0' scripts/gpu_check.sh probe
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case $name in *H200*) ;; *) echo "call57: $name, not an H200: no README run"; exit 0 ;; esac
+case $name in *H200*) ;; *) echo "call57: $name, not an H200: no README run"; cd "$R" && tar czf all.tar.gz host; exit 0 ;; esac
 OUT=$R/readme VLATTN_COMMIT=$A CALL_BUDGET_S=${README_BUDGET_S:-280} PROBE_TIMEOUT_S=250 \
   PROBE_CMDS='python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png' \
   scripts/gpu_check.sh probe
+cd "$R" && tar czf all.tar.gz host readme
