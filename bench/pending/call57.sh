@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The next session's first call (written in the fifty-sixth): the README run on main, on an H200 only.
+# The next session's first call (written in the fifty-sixth): a host-time probe on any GPU, then the README run on
+# main on an H200 only.
 #
 #   run(command="bash bench/pending/call57.sh <main sha>", carry=[".whl", "prebuilt"], kind="nvidia-h200")
 #
 # First, on any GPU, probe_host's timers on the bench's eager callable (~60 s). Then on an H100 it says so and exits;
-# on an H200: the
-# layers command of the README (every workload, every baseline) into $OUT/readme/layers.{json,png}; then, here,
+# on an H200: the layers command of the README (every workload, every baseline) into $OUT/readme/layers.{json,png};
+# then, here,
 # `python bench/readme_table.py <json>` and the README bullets. Predictions (fifty-sixth session's NOTES, plan 1):
 # 034 B8 Lq128 graph ~165 us (203.6 in d0279b1's table: the stream collision), the small 007 layers' graph replay
 # -2 to -4 us (the split-key kernel), no cell flagged by the graph-replay check.
