@@ -96,6 +96,28 @@ CUTLASS_DEVICE ResidentTiles resident_tiles(const KernelArgs& kp, int batch, int
   return t;
 }
 
+// The producer's K and V loads of the short-sequence kernels (this file's and the split-key kernel,
+// sm90_attention_splitkeys.cuh): key tiles [0, tiles) of (head_kv, batch) into the K and V tiles at k and v, K tile t
+// on barrier k_full[t] and V tile t on v_full[t], so that a consumer's first Q K^T starts while V is in flight.
+template <class KT, class Params>
+CUTLASS_DEVICE void load_kv_tiles(const Params& kp, Element* k, Element* v, uint64_t* k_full, uint64_t* v_full,
+                                  int head_kv, int batch, int tiles) {
+  Tensor sK = make_tensor(make_smem_ptr(k), typename KT::SmemLayoutK{});
+  Tensor sV = make_tensor(make_smem_ptr(v), typename KT::SmemLayoutV{});
+  Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
+  Tensor mV = kp.tma_v.get_tma_tensor(make_shape(int(C::kHeadDim), kp.seqlen_k, kp.heads_kv, kp.batch));
+  Tensor gK = local_tile(mK(_, _, head_kv, batch), typename KT::TileK{}, make_coord(_, 0));  // (128, 128, n)
+  Tensor gV = local_tile(mV(_, _, head_kv, batch), typename KT::TileV{}, make_coord(0, _));  // (128, 128, n)
+  auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+  auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+  for (int t = 0; t < tiles; ++t) {
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&k_full[t], KT::kKBytes);
+    copy(kp.tma_k.with(k_full[t]), get<0>(tK)(_, t), get<1>(tK)(_, t));
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&v_full[t], KT::kVBytes);
+    copy(kp.tma_v.with(v_full[t]), get<0>(tV)(_, t), get<1>(tV)(_, t));
+  }
+}
+
 // kMasked: launched with a mask tensor (its CAUSAL / ZERO summary tiles take the lean softmax variants,
 // as attention_kernel's kLean / kCausalTiles builds do); false: no mask (the causal flag or nothing).
 template <bool kMasked>
@@ -130,15 +152,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
     cutlass::arch::warpgroup_reg_dealloc<C::kProducerRegs>();
     if (threadIdx.x == 0) {
       Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQRing{});
-      Tensor sK = make_tensor(make_smem_ptr(ss.k), typename KT::SmemLayoutK{});
-      Tensor sV = make_tensor(make_smem_ptr(ss.v), typename KT::SmemLayoutV{});
       Tensor mQ = kp.tma_q.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
-      Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
-      Tensor mV = kp.tma_v.get_tma_tensor(make_shape(int(C::kHeadDim), kp.seqlen_k, kp.heads_kv, kp.batch));
-      Tensor gK = local_tile(mK(_, _, cta.head_kv, cta.batch), typename KT::TileK{}, make_coord(_, 0));  // (128, 128, n)
-      Tensor gV = local_tile(mV(_, _, cta.head_kv, cta.batch), typename KT::TileV{}, make_coord(0, _));  // (128, 128, n)
-      auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-      auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
       auto load_q = [&](int i) {
         const int slot = i % kResidentQStages;
         Tensor gQ = local_tile(mQ(_, _, cta.head(i, kp.group), cta.batch), TileQ{}, make_coord(cta.m_block(i), 0));
@@ -151,12 +165,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) kv_resident_kernel(CUTE_GRID_C
       // the ring frees up.
       if (units > 0) load_q(0);
       const int key_tiles = ceil_div(kp.seqlen_k, int(C::kBlockN));
-      for (int t = 0; t < key_tiles; ++t) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.k_full[t], KT::kKBytes);
-        copy(kp.tma_k.with(ss.k_full[t]), get<0>(tK)(_, t), get<1>(tK)(_, t));
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.v_full[t], KT::kVBytes);
-        copy(kp.tma_v.with(ss.v_full[t]), get<0>(tV)(_, t), get<1>(tV)(_, t));
-      }
+      load_kv_tiles<KT>(kp, ss.k, ss.v, ss.k_full, ss.v_full, cta.head_kv, cta.batch, key_tiles);
       // kp.tma_o_store: unit u's O, staged in its Q stage by the consumers' epilogue (which then released the stage),
       // goes out as two TMA boxes (its 64-column halves) from here, before the stage takes the Q of unit u + 3.
       // The wait for the boxes' shared-memory reads sits between that release and the next load into the stage,

@@ -113,28 +113,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_keys_kernel(CUTE_GRID_CO
     cutlass::arch::warpgroup_reg_dealloc<C::kProducerRegs>();
     if (threadIdx.x == 0) {
       Tensor sQ = make_tensor(make_smem_ptr(ss.q), SmemLayoutQ64{});
-      Tensor sK = make_tensor(make_smem_ptr(ss.k), typename KT::SmemLayoutK{});
-      Tensor sV = make_tensor(make_smem_ptr(ss.v), typename KT::SmemLayoutV{});
       Tensor mQ = kp.tma_q64.get_tma_tensor(make_shape(kp.seqlen_q, int(C::kHeadDim), kp.heads_q, kp.batch));
-      Tensor mK = kp.tma_k.get_tma_tensor(make_shape(kp.seqlen_k, int(C::kHeadDim), kp.heads_kv, kp.batch));
-      Tensor mV = kp.tma_v.get_tma_tensor(make_shape(int(C::kHeadDim), kp.seqlen_k, kp.heads_kv, kp.batch));
       Tensor gQ = local_tile(mQ(_, _, head, batch), TileQ64{}, make_coord(m_block, 0));
-      Tensor gK = local_tile(mK(_, _, head_kv, batch), typename KT::TileK{}, make_coord(_, 0));  // (128, 128, n)
-      Tensor gV = local_tile(mV(_, _, head_kv, batch), typename KT::TileV{}, make_coord(0, _));  // (128, 128, n)
       auto tQ = tma_partition(kp.tma_q64, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-      auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-      auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.q_full, kQ64Bytes);
       copy(kp.tma_q64.with(ss.q_full), get<0>(tQ), get<1>(tQ));
       // Every tile the kernel is built for, in bounds or not (TMA fills keys >= Sk with zeros and still counts
       // the box's bytes): each is waited on by a consumer warpgroup before the CTA can exit.
-      CUTE_UNROLL
-      for (int t = 0; t < kKeyTiles; ++t) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.k_full[t], KT::kKBytes);
-        copy(kp.tma_k.with(ss.k_full[t]), get<0>(tK)(_, t), get<1>(tK)(_, t));
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.v_full[t], KT::kVBytes);
-        copy(kp.tma_v.with(ss.v_full[t]), get<0>(tV)(_, t), get<1>(tV)(_, t));
-      }
+      load_kv_tiles<KT>(kp, ss.k, ss.v, ss.k_full, ss.v_full, head_kv, batch, kKeyTiles);
     }
   } else {
     // ---------------------------------------------------------------- consumers
