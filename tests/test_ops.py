@@ -559,6 +559,48 @@ def test_native_v_token_major_same_bits(name, taken, tmp_path):
     assert r.get("op_contiguous0", True) and r.get("op_contiguous1", True), "vision_qkv returned a strided tensor"
 
 
+# VLATTN_LAYER_SCRATCH (csrc/ops/scratch.h): the layers' intermediates from one caching-allocator block per call
+# where their bound fits in 64 MB. Paths: the fused split-K kernel; 007's grouped plan; Q's GEMM then K and V in
+# one grouped GEMM, v token-major; 034's op-level plan (the 1-D table, y blocks, one RoPE pass); 034 per launch with
+# the side stream; 034 Lq 4096, beyond the cap (no block: the same allocations as with the switch off).
+LAYER_SCRATCH_CASES = [("007[B=1,S=128]", True), ("007[B=1,S=512]", True), ("007[B=1,S=1024]", True),
+                       ("034[B=2,Lq=128,Lv=196]", True), ("034[B=8,Lq=128,Lv=196]", True),
+                       ("034[B=1,Lq=4096,Lv=6272]", False)]
+
+
+@requires_sm90
+@pytest.mark.parametrize("name, in_block", LAYER_SCRATCH_CASES)
+def test_native_layer_scratch_same_bits(name, in_block):
+    """VLATTN_LAYER_SCRATCH 0 / 1 in one process, out= poisoned before each call: the same bits either way, and
+    with the block the caching allocator sees fewer allocation requests per call (its own counter), so the
+    block is what served them; beyond the cap the count is unchanged."""
+    from vlattn import dev
+    w = workload(name)
+    api, _ = LAYERS[w.problem]
+    inputs = W.make_inputs(w, "cuda")
+    outs, allocs = {}, {}
+    for value in (0, 1, 0, 1):
+        with dev.switch("VLATTN_LAYER_SCRATCH", value):
+            shape = api(**inputs, backend="native").shape  # config decisions and lazy state outside the count
+            out = poison(torch.empty(shape, dtype=BF16, device="cuda"))
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_stats()["allocation.all.allocated"]
+            api(**inputs, backend="native", out=out)
+            torch.cuda.synchronize()
+            allocs.setdefault(value, []).append(torch.cuda.memory_stats()["allocation.all.allocated"] - before)
+            if value in outs:
+                assert torch.equal(outs[value], out), f"{name}: two calls with VLATTN_LAYER_SCRATCH={value} differ"
+            outs[value] = out
+    assert torch.isfinite(outs[1]).all(), name
+    assert torch.equal(outs[0], outs[1]), f"{name}: the scratch block changed the output"
+    result = W.check_workload(w, outs[1], LAYERS[w.problem][1](**inputs))
+    assert result.ok, f"{name}: {result}"
+    if in_block:
+        assert max(allocs[1]) < min(allocs[0]) and max(allocs[1]) <= 2, (name, allocs)
+    else:
+        assert allocs[1] == allocs[0], (name, allocs)
+
+
 @requires_sm90
 def test_opcheck_layers_cuda():
     """The layer ops on CUDA tensors (native backend: CUTLASS projections), small generalized shapes."""

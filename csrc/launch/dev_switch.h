@@ -40,6 +40,7 @@ enum class DevSwitch : int {
   kAttnWalkCache,      // VLATTN_ATTN_WALK_CACHE: the resident kernel's tile walks once per q-block
   kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
   kAttnSplitKeys,      // VLATTN_ATTN_SPLIT_KEYS: the split-key kernel for short launches, 0 never, 1 rule, 2 whenever eligible
+  kLayerScratch,       // VLATTN_LAYER_SCRATCH: a small layer's intermediates from one block (ops/scratch.h)
   kCount
 };
 

@@ -25,6 +25,7 @@
 #include "launch/host_trace.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
+#include "ops/scratch.h"
 
 namespace vlattn {
 
@@ -114,7 +115,7 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   check_sm90_device(kOp, q);
   VLATTN_HOST_MARK("attn.checked");
 
-  at::Tensor out = at::empty({batch, seqlen_q, heads_q * kAttnHeadDim}, q.options());
+  at::Tensor out = scratch_empty({batch, seqlen_q, heads_q * kAttnHeadDim}, q.options());
   VLATTN_HOST_MARK("attn.out");
   if (batch == 0 || seqlen_q == 0 || heads_q == 0) return out;
   if (seqlen_k == 0) return out.zero_();  // softmax over no keys: the reference's P v is an empty sum
@@ -152,7 +153,7 @@ at::Tensor attention_in_layer(const at::Tensor& q, const at::Tensor& k, const at
   at::Tensor workspace;
   p.workspace_bytes = attention_plan(p, &plan);
   if (p.workspace_bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, q.options().dtype(at::kByte));
+    workspace = scratch_bytes(q.options(), static_cast<int64_t>(p.workspace_bytes));
     p.workspace = workspace.data_ptr();
   }
   VLATTN_HOST_MARK("attn.ws");

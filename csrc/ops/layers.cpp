@@ -14,6 +14,7 @@
 #include "launch/dev_switch.h"
 #include "launch/host_trace.h"
 #include "ops/ops.h"
+#include "ops/scratch.h"
 
 namespace vlattn {
 
@@ -34,6 +35,27 @@ at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contigu
 // strides. VLATTN_QKV_V_TOKEN_MAJOR=0 (a dev switch) keeps v head-major. Same bits either way.
 bool v_token_major() { return dev_switch_on(DevSwitch::kQkvVTokenMajor); }
 
+// The bytes of one call's scratch block (ops/scratch.h): the upper bounds of its intermediates, each
+// rounded to the block's 512-byte granularity: q, k and v; the projections' y (every group through it);
+// the attention's output; the 1-D / 3-D RoPE tables (cos and sin in fp32 per row); 1 MB for the grouped
+// GEMM's arguments, the mask summary and the split-K workspaces. 0 (no block) with the switch off, for
+// shapes the component ops will refuse, and beyond kLayerScratchMaxBytes. A request the block cannot
+// hold is an ordinary at::empty, so a low bound costs time, never correctness.
+int64_t scratch_bound(int64_t q_rows, int64_t kv_rows, const at::Tensor& q_weight, const at::Tensor& k_weight) {
+  if (!layer_scratch_enabled() || q_weight.dim() != 2 || k_weight.dim() != 2) return 0;
+  const int64_t q_cols = q_weight.size(0), kv_cols = k_weight.size(0);
+  constexpr int64_t kLimit = int64_t(1) << 24;  // keeps every product below in int64; far beyond the 64 MB cap
+  if (q_rows < 0 || kv_rows < 0 || q_rows > kLimit || kv_rows > kLimit || q_cols > kLimit || kv_cols > kLimit)
+    return 0;
+  const auto bf16 = [](int64_t elems) { return (2 * elems + 511) / 512 * 512; };
+  const int64_t q = bf16(q_rows * q_cols), kv = bf16(kv_rows * kv_cols);
+  const int64_t bytes = q + 2 * kv     // q, k, v
+                        + q + 2 * kv   // y
+                        + q            // the attention's output
+                        + (q_rows + kv_rows) * 128 * 2 * 4 + (int64_t(1) << 20);
+  return bytes <= kLayerScratchMaxBytes ? bytes : 0;
+}
+
 }  // namespace
 
 at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weight, const at::Tensor& q_bias,
@@ -43,6 +65,9 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                        std::vector<int64_t> mrope_section, bool causal, const std::string& o_config,
                        c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
+  const int64_t rows = hidden_states.dim() == 3 ? hidden_states.size(0) * hidden_states.size(1) : -1;
+  const LayerScratch scratch(hidden_states, scratch_bound(rows, rows, q_weight, k_weight));
+  VLATTN_HOST_MARK("layer.scratch");
   // Host-path ranges (torch.profiler CPU events; a flag test when no profiler runs): bench/probe_host.py --ranges.
   at::Tensor q, k, v;
   {
@@ -75,6 +100,11 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
                        const at::Tensor& o_proj_weight, double rope_theta, std::vector<int64_t> thw_split,
                        const std::string& o_config, c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
+  const auto rows = [](const at::Tensor& t) { return t.dim() == 3 ? t.size(0) * t.size(1) : int64_t(-1); };
+  const LayerScratch scratch(language_hidden_states, scratch_bound(rows(language_hidden_states),
+                                                                   rows(vision_hidden_states), q_proj_weight,
+                                                                   k_proj_weight));
+  VLATTN_HOST_MARK("layer.scratch");
   at::Tensor q, k, v;
   {
     RECORD_USER_SCOPE("vlattn.layer.qkv");

@@ -26,6 +26,7 @@
 #include "launch/host_trace.h"
 #include "ops/check_strings.h"
 #include "ops/ops.h"
+#include "ops/scratch.h"
 #include "qkv/gemm_rope_epi.h"
 #include "qkv/qkv_grouped.h"
 #include "qkv/qkv_params.h"
@@ -140,7 +141,7 @@ struct QkvOutputs {
     for (Slot& s : slots) {
       if (s.tensor->defined() || (p != nullptr && (s.group < p->groups || s.group >= p->groups + p->num_groups)))
         continue;
-      *s.tensor = at::empty({batch, s.heads, s.seq, kQkvHeadDim}, options);
+      *s.tensor = scratch_empty({batch, s.heads, s.seq, kQkvHeadDim}, options);
       s.group->out = s.tensor->data_ptr();
       made = true;
     }
@@ -151,15 +152,16 @@ struct QkvOutputs {
   bool token_major(const QkvGroup* g) const {
     return v_token_major && g == slots[2].group && g->rope == RopeMode::kNone && !slots[2].tensor->defined();
   }
-  // Makes v token-major: one [B * S, Hkv * 128] block, v its [B, Hkv, S, 128] view; returns the rows'
-  // start and sets *ld to their stride (elements).
+  // Makes v token-major: [B, Hkv, S, 128] over the rows of one [B * S, Hkv * 128] block (one strided
+  // allocation: the view of a row block and its transpose were two more dispatcher calls); returns the
+  // rows' start and sets *ld to their stride (elements).
   void* make_token_major_v(int64_t* ld) {
     Slot& s = slots[2];
-    const at::Tensor rows = at::empty({batch * s.seq, s.heads * kQkvHeadDim}, options);
-    *s.tensor = rows.view({batch, s.seq, s.heads, kQkvHeadDim}).transpose(1, 2);
     *ld = s.heads * kQkvHeadDim;
+    *s.tensor = scratch_empty_strided({batch, s.heads, s.seq, kQkvHeadDim},
+                                      {s.seq * *ld, kQkvHeadDim, *ld, 1}, options);
     VLATTN_HOST_MARK("qkv.v_token_major");
-    return rows.data_ptr();
+    return s.tensor->data_ptr();
   }
 };
 
@@ -299,9 +301,7 @@ ProjectionY projection_y_at(const QkvParams& p, void* base) {
   return out;
 }
 
-at::Tensor byte_block(const at::Tensor& like, int64_t bytes) {
-  return at::empty({bytes}, like.options().dtype(at::kByte));
-}
+at::Tensor byte_block(const at::Tensor& like, int64_t bytes) { return scratch_bytes(like.options(), bytes); }
 
 // Group g of launch p as a problem of the grouped GEMM (qkv_grouped.h), its output at d with row stride ldd.
 GroupedProblem grouped_problem(const QkvParams& p, int g, void* d, int64_t ldd) {
@@ -387,7 +387,7 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
   const size_t table_bytes = table ? qkv_rope_table_bytes(ps, n) : 0;
   at::Tensor table_ws;  // caching allocator, on the caller's stream, freed when the op returns
   if (table_bytes > 0)
-    table_ws = at::empty({static_cast<int64_t>(table_bytes)}, outs.options.dtype(at::kByte));
+    table_ws = scratch_bytes(outs.options, static_cast<int64_t>(table_bytes));
   // VLATTN_QKV_PASS_WIDTH (a dev switch, an A/B): 0 (default) = rope_pass_heads_per_block's rule, N > 0 =
   // runs of N heads per block (rounded up to a multiple of 4); same bits.
   const int64_t width = dev_switch(DevSwitch::kQkvPassWidth);
@@ -476,7 +476,7 @@ GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, QkvEpiTile tile, const at::T
                           : pp128 ? gemm_rope_epi_workspace_pp128(e)
                                   : gemm_rope_epi_workspace(e);
   at::Tensor workspace;  // from the caching allocator (the current stream's): capturable
-  if (ws_bytes > 0) workspace = at::empty({static_cast<int64_t>(ws_bytes)}, like.dtype(at::kByte));
+  if (ws_bytes > 0) workspace = scratch_bytes(like, static_cast<int64_t>(ws_bytes));
   RECORD_USER_SCOPE("vlattn.gemm_epi.run");
   void* ws = ws_bytes ? workspace.data_ptr() : nullptr;
   return coop    ? gemm_rope_epi_run_coop(e, ws, ws_bytes)
@@ -517,7 +517,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     if (!epi[g] || p.groups[g].rope != RopeMode::kPos1D) continue;
     const QkvParams* ps[1] = {&p};
     const size_t bytes = qkv_rope_table_bytes(ps, 1);
-    pos_table = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
+    pos_table = scratch_bytes(x.options(), static_cast<int64_t>(bytes));
     const cudaError_t err = qkv_rope_table_sm90(p, pos_table.data_ptr(), bytes);
     VLATTN_HOST_MARK("qkv.gemm_rope.pos_table");
     TORCH_CHECK(err == cudaSuccess, op, ": RoPE table launch failed: ", cudaGetErrorString(err));
