@@ -419,7 +419,9 @@ def _fast_native(op: str, backend: str, like: Tensor) -> bool:
     if _native_unavailable_reason(like.device) is not None:
         return False
     if requested == "auto":
-        _log_once((op, like.device, "native"), logging.INFO, f"{op} on {like.device}: backend 'native' (automatic)")
+        key = (op, like.device, "native")
+        if key not in _logged:  # the message is formatted once, not on every call (host time of small layers)
+            _log_once(key, logging.INFO, f"{op} on {like.device}: backend 'native' (automatic)")
     return True
 
 
