@@ -45,7 +45,7 @@ constexpr Entry kTable[] = {
     {"VLATTN_ATTN_WALK_CACHE", 1, true},
     {"VLATTN_PDL", 1, true},
     {"VLATTN_ATTN_SPLIT_KEYS", 1, false},
-    {"VLATTN_LAYER_SCRATCH", 1, true},
+    {"VLATTN_LAYER_SCRATCH", 1, false},
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kCount, "one entry per DevSwitch");
 

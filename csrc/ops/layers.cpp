@@ -39,10 +39,11 @@ bool v_token_major() { return dev_switch_on(DevSwitch::kQkvVTokenMajor); }
 // rounded to the block's 512-byte granularity: q, k and v; the projections' y (every group through it);
 // the attention's output; the 1-D / 3-D RoPE tables (cos and sin in fp32 per row); 1 MB for the grouped
 // GEMM's arguments, the mask summary and the split-K workspaces. 0 (no block) with the switch off, for
-// shapes the component ops will refuse, and beyond kLayerScratchMaxBytes. A request the block cannot
-// hold is an ordinary at::empty, so a low bound costs time, never correctness.
+// shapes the component ops will refuse, and beyond the cap (layer_scratch_cap_bytes). A request the block
+// cannot hold is an ordinary at::empty, so a low bound costs time, never correctness.
 int64_t scratch_bound(int64_t q_rows, int64_t kv_rows, const at::Tensor& q_weight, const at::Tensor& k_weight) {
-  if (!layer_scratch_enabled() || q_weight.dim() != 2 || k_weight.dim() != 2) return 0;
+  const int64_t cap = layer_scratch_cap_bytes();
+  if (cap <= 0 || q_weight.dim() != 2 || k_weight.dim() != 2) return 0;
   const int64_t q_cols = q_weight.size(0), kv_cols = k_weight.size(0);
   constexpr int64_t kLimit = int64_t(1) << 24;  // keeps every product below in int64; far beyond the 64 MB cap
   if (q_rows < 0 || kv_rows < 0 || q_rows > kLimit || kv_rows > kLimit || q_cols > kLimit || kv_cols > kLimit)
@@ -53,7 +54,7 @@ int64_t scratch_bound(int64_t q_rows, int64_t kv_rows, const at::Tensor& q_weigh
                         + q + 2 * kv   // y
                         + q            // the attention's output
                         + (q_rows + kv_rows) * 128 * 2 * 4 + (int64_t(1) << 20);
-  return bytes <= kLayerScratchMaxBytes ? bytes : 0;
+  return bytes <= cap ? bytes : 0;
 }
 
 }  // namespace

@@ -91,6 +91,9 @@ at::Tensor scratch_bytes(const at::TensorOptions& like, int64_t bytes) {
   return scratch_empty({bytes}, like.dtype(at::kByte));
 }
 
-bool layer_scratch_enabled() { return dev_switch_on(DevSwitch::kLayerScratch); }
+int64_t layer_scratch_cap_bytes() {
+  const int64_t v = dev_switch(DevSwitch::kLayerScratch);
+  return v <= 0 ? 0 : v == 1 ? kLayerScratchMaxBytes : std::min<int64_t>(v, 1 << 16) << 20;
+}
 
 }  // namespace vlattn

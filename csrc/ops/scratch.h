@@ -56,11 +56,11 @@ at::Tensor scratch_empty_strided(at::IntArrayRef sizes, at::IntArrayRef strides,
 // A byte block of `bytes` (kByte), likewise.
 at::Tensor scratch_bytes(const at::TensorOptions& like, int64_t bytes);
 
-// Whether the layers open a scope (VLATTN_LAYER_SCRATCH, a dev switch; default on) and the block size they
-// open it with: the sum of their intermediates' upper bounds, or 0 (no block) above kLayerScratchMaxBytes,
-// where the layers are GPU-bound and a block would only raise the peak (the tensors it replaces are freed
-// at different times).
+// The largest block the layers open a scope with (VLATTN_LAYER_SCRATCH, a dev switch: 0 no block, 1 the
+// default cap kLayerScratchMaxBytes, N >= 2 a cap of N MB); 0 when off. A layer whose intermediates' bound
+// is above it takes at::empty as before: those layers are GPU-bound, and one block would only raise the
+// peak (the tensors it replaces are freed at different times).
 constexpr int64_t kLayerScratchMaxBytes = int64_t(64) << 20;
-bool layer_scratch_enabled();
+int64_t layer_scratch_cap_bytes();
 
 }  // namespace vlattn
