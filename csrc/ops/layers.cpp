@@ -67,7 +67,7 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                        c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
   const int64_t rows = hidden_states.dim() == 3 ? hidden_states.size(0) * hidden_states.size(1) : -1;
-  const LayerScratch scratch(hidden_states, scratch_bound(rows, rows, q_weight, k_weight));
+  LayerScratch scratch(hidden_states, scratch_bound(rows, rows, q_weight, k_weight));
   VLATTN_HOST_MARK("layer.scratch");
   // Host-path ranges (torch.profiler CPU events; a flag test when no profiler runs): bench/probe_host.py --ranges.
   at::Tensor q, k, v;
@@ -102,7 +102,7 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
                        const std::string& o_config, c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
   const auto rows = [](const at::Tensor& t) { return t.dim() == 3 ? t.size(0) * t.size(1) : int64_t(-1); };
-  const LayerScratch scratch(language_hidden_states, scratch_bound(rows(language_hidden_states),
+  LayerScratch scratch(language_hidden_states, scratch_bound(rows(language_hidden_states),
                                                                    rows(vision_hidden_states), q_proj_weight,
                                                                    k_proj_weight));
   VLATTN_HOST_MARK("layer.scratch");

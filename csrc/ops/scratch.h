@@ -24,7 +24,8 @@ namespace vlattn {
 class LayerScratch {
  public:
   // One block of `bytes` on `like`'s device and current stream; with bytes <= 0 the scope is open but
-  // empty (every request is an at::empty). Scopes nest per host thread; the innermost one serves.
+  // empty (every request is an at::empty). Scopes nest per host thread; the innermost one serves. Not
+  // const: take() changes it through current().
   LayerScratch(const at::Tensor& like, int64_t bytes);
   ~LayerScratch();
   LayerScratch(const LayerScratch&) = delete;
