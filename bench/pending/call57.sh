@@ -19,9 +19,5 @@ cd "$(dirname "$0")/../.."
 mkdir -p "$R/host"
 [ "${SKIP_HOST:-0}" = 1 ] || OUT=$R/host VLATTN_COMMIT=$A CALL_BUDGET_S=${HOST_BUDGET_S:-120} PROBE_TIMEOUT_S=100 \
   PROBE_CMDS='python3 bench/probe_host.py --iters 30 --trace 10 --workloads 007:8,007:6,034:0' scripts/gpu_check.sh probe
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case $name in *H200*) ;; *) echo "call57: $name, not an H200: no README run"; cd "$R" && tar czf all.tar.gz host; exit 0 ;; esac
-OUT=$R/readme VLATTN_COMMIT=$A CALL_BUDGET_S=${README_BUDGET_S:-280} PROBE_TIMEOUT_S=250 \
-  PROBE_CMDS='python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png' \
-  scripts/gpu_check.sh probe
-cd "$R" && tar czf all.tar.gz host readme
+README_BUDGET_S=${README_BUDGET_S:-280} bash bench/pending/readme_run.sh "$A" call57
+cd "$R" && tar czf all.tar.gz $(ls -d host readme 2>/dev/null)

@@ -18,11 +18,5 @@ B='python3 -m vlattn.bench --mode layers --baselines "" --switch VLATTN_LAYER_SC
 OUT=$R/ab VLATTN_COMMIT=$A CALL_BUDGET_S=${AB_BUDGET_S:-200} TEST_TIMEOUT_S=90 PROBE_TIMEOUT_S=80 \
   PROBE_CMDS="$B --seed 1 --json \$OUT/ab1.json; $B --seed 2 --json \$OUT/ab2.json" \
   scripts/gpu_check.sh probe -p no:cacheprovider tests/test_dev.py tests/test_ops.py -k "scratch or switch or environment"
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  OUT=$R/readme VLATTN_COMMIT=$A CALL_BUDGET_S=${README_BUDGET_S:-300} PROBE_TIMEOUT_S=270 \
-    PROBE_CMDS='python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png' \
-    scripts/gpu_check.sh probe
-else
-  echo "call57c: not an H200: no README run"
-fi
+bash bench/pending/readme_run.sh "$A" call57c
 cd "$R" && tar czf all.tar.gz $(ls -d ab readme 2>/dev/null)

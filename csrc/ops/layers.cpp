@@ -41,6 +41,9 @@ bool v_token_major() { return dev_switch_on(DevSwitch::kQkvVTokenMajor); }
 // GEMM's arguments, the mask summary and the split-K workspaces. 0 (no block) with the switch off, for
 // shapes the component ops will refuse, and beyond the cap (layer_scratch_cap_bytes). A request the block
 // cannot hold is an ordinary at::empty, so a low bound costs time, never correctness.
+// The token rows of a [B, S, hidden] activation (B x S), or -1 for another rank (the component ops refuse it).
+int64_t token_rows(const at::Tensor& t) { return t.dim() == 3 ? t.size(0) * t.size(1) : -1; }
+
 int64_t scratch_bound(int64_t q_rows, int64_t kv_rows, const at::Tensor& q_weight, const at::Tensor& k_weight) {
   const int64_t cap = layer_scratch_cap_bytes();
   if (cap <= 0 || q_weight.dim() != 2 || k_weight.dim() != 2) return 0;
@@ -66,7 +69,7 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                        std::vector<int64_t> mrope_section, bool causal, const std::string& o_config,
                        c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
-  const int64_t rows = hidden_states.dim() == 3 ? hidden_states.size(0) * hidden_states.size(1) : -1;
+  const int64_t rows = token_rows(hidden_states);
   LayerScratch scratch(hidden_states, scratch_bound(rows, rows, q_weight, k_weight));
   VLATTN_HOST_MARK("layer.scratch");
   // Host-path ranges (torch.profiler CPU events; a flag test when no profiler runs): bench/probe_host.py --ranges.
@@ -101,10 +104,9 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
                        const at::Tensor& o_proj_weight, double rope_theta, std::vector<int64_t> thw_split,
                        const std::string& o_config, c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
-  const auto rows = [](const at::Tensor& t) { return t.dim() == 3 ? t.size(0) * t.size(1) : int64_t(-1); };
-  LayerScratch scratch(language_hidden_states, scratch_bound(rows(language_hidden_states),
-                                                                   rows(vision_hidden_states), q_proj_weight,
-                                                                   k_proj_weight));
+  LayerScratch scratch(language_hidden_states, scratch_bound(token_rows(language_hidden_states),
+                                                             token_rows(vision_hidden_states), q_proj_weight,
+                                                             k_proj_weight));
   VLATTN_HOST_MARK("layer.scratch");
   at::Tensor q, k, v;
   {
