@@ -341,9 +341,14 @@ inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mod
 // in shared memory. For launches whose 128-row grid leaves most SMs idle, where a unit's time is one warp's
 // dependent chain (007 B1 S128: 28 CTAs on 132 SMs). Eligible: at most 256 keys, 128-key tiles (block_n's choice;
 // a forced wider VLATTN_ATTN_BN keeps the other kernels). mode (VLATTN_ATTN_SPLIT_KEYS): 0 = never, 1 = the
-// rule (the default): eligible and its CTAs fit one wave (at most one per SM), 2 = whenever eligible. Measured
-// (H100, 55th session, bench/NOTES.md): the rule's shapes lower in graph replay (007 B1 S128 -3.5 us, B1 S256 -1.8,
-// 034 B2 Lq128 -4.2); past one wave it loses (007 B4 S128, 224 CTAs, mode 2: +4.4 us), hence the wave bound.
+// rule (the default): eligible, its CTAs fit one wave (at most one per SM), and a masked or causal launch has one
+// key tile (at most 128 keys); 2 = whenever eligible. Measured (H100, 55th session, bench/NOTES.md): the rule's
+// shapes lower in graph replay (007 B1 S128 -3.5 us, B1 S256 -1.8, 034 B2 Lq128 -4.2); past one wave it loses (007
+// B4 S128, 224 CTAs, mode 2: +4.4 us), hence the wave bound. Re-measured on main (58th session, H100, in-process,
+// 40 calls in 4 rounds, mode 1 then against 0): 007 B1 S128 46.7 / 50.0 us graph replay, 55.4 / 57.0 eager; 034 B2
+// Lq128 83.6 / 83.6, 97.2 / 99.2; but 007 B1 S256 (masked, two key tiles) 66.1 / 63.1 and 79.3 / 75.6, the split
+// kernel slower in every round: with the causal mask the second warpgroup's tile is dead for the first 128 rows,
+// which the per-unit kernel skips (the split kernel has no pre-pass). Hence the one-tile bound for masks.
 // Not bitwise the same as the other kernels (a row's sum in two parts, combined in fp32): within the contract.
 constexpr int kSplitKeysMaxKeys = 2 * kBlockN;
 constexpr int kSplitKeysRows = 64;
@@ -353,7 +358,9 @@ inline long long split_keys_ctas(const AttentionParams& p) {
 inline bool split_keys_use(const AttentionParams& p, int mode, int bn_mode) {
   if (mode <= 0 || p.batch < 1 || p.heads_q < 1 || p.seqlen_q < 1 || p.seqlen_k < 1) return false;
   if (p.seqlen_k > kSplitKeysMaxKeys || block_n(p, bn_mode) != kBlockN) return false;
-  return mode >= 2 || split_keys_ctas(p) <= sm_count_or_h200(p);
+  if (mode >= 2) return true;
+  if ((p.mask != nullptr || p.causal) && p.seqlen_k > kBlockN) return false;
+  return split_keys_ctas(p) <= sm_count_or_h200(p);
 }
 
 // The whole launch decision for p, from the rules above and the switch values (VLATTN_ATTN_*). attention_plan builds

@@ -340,7 +340,7 @@ bool attention_launch_plan(std::string& err) {
       {1, 28, 4, 512, 512, true, kStg, false, 128, false},     {4, 28, 4, 256, 256, true, kRes, false, 128, false},
       {1, 28, 4, 128, 128, true, kSpk, false, 128, false},     {1, 28, 4, 613, 613, true, kGlb, false, 128, false},
       {1, 28, 4, 4096, 4096, true, kStg, false, 128, false},   {8, 28, 4, 512, 512, true, kStg, false, 128, false},
-      {8, 28, 4, 128, 128, true, kRes, false, 128, false},     {1, 28, 4, 256, 256, true, kSpk, false, 128, false},
+      {8, 28, 4, 128, 128, true, kRes, false, 128, false},     {1, 28, 4, 256, 256, true, kStg, false, 128, false},
       // 034 (no mask)
       {2, 32, 8, 256, 392, false, kPln, false, 144, false},    {64, 32, 8, 256, 392, false, kPln, true, 144, false},
       {1, 32, 8, 512, 784, false, kPln, false, 160, false},    {2, 32, 8, 1024, 1568, false, kPln, true, 176, false},
@@ -367,8 +367,9 @@ bool attention_launch_plan(std::string& err) {
   EXPECT(attn_rules::launch_plan(attn(0, 28, 4, 128, 128, false), LaunchSwitches{}).kernel == AttnKernel::kNone);
 
   // The split-key kernel (VLATTN_ATTN_SPLIT_KEYS; the rule by default): its rule takes the short launches whose 64-row
-  // CTAs fit one wave (007 B1 S128: 56, B1 S256: 112, 034 B2 Lq128: 128 on 132 SMs), not 007 B4 S128 (224) or
-  // 034 B2 Lq256 (392 keys); mode 2 takes every launch of at most 256 keys at 128-key tiles.
+  // CTAs fit one wave (007 B1 S128: 56, 034 B2 Lq128: 128 on 132 SMs) and, under a mask or the causal flag, have one
+  // key tile (not 007 B1 S256: 112 CTAs but two tiles, measured slower split in the 58th session), not 007 B4 S128
+  // (224) or 034 B2 Lq256 (392 keys); mode 2 takes every launch of at most 256 keys at 128-key tiles.
   {
     LaunchSwitches sk0, sk1, sk2;
     sk0.split_keys = 0;
@@ -378,7 +379,11 @@ bool attention_launch_plan(std::string& err) {
       return attn_rules::launch_plan(attn(b, hq, hkv, sq, sk, mask), sw).kernel;
     };
     EXPECT(kernel(1, 28, 4, 128, 128, true, sk1) == AttnKernel::kSplitKeys);
-    EXPECT(kernel(1, 28, 4, 256, 256, true, sk1) == AttnKernel::kSplitKeys);
+    EXPECT(kernel(1, 28, 4, 256, 256, true, sk1) == AttnKernel::kStaged);  // masked, two key tiles: not split
+    EXPECT(kernel(1, 28, 4, 256, 256, false, sk1) == AttnKernel::kSplitKeys);
+    EXPECT(kernel(1, 28, 4, 256, 256, true, sk2) == AttnKernel::kSplitKeys);
+    EXPECT(attn_rules::launch_plan(attn(1, 28, 4, 256, 256, false, true), sk1).kernel != AttnKernel::kSplitKeys);
+    EXPECT(attn_rules::launch_plan(attn(1, 28, 4, 128, 128, false, true), sk1).kernel == AttnKernel::kSplitKeys);
     EXPECT(kernel(2, 32, 8, 128, 196, false, sk1) == AttnKernel::kSplitKeys);
     EXPECT(kernel(4, 28, 4, 128, 128, true, sk1) == AttnKernel::kStaged);
     EXPECT(kernel(2, 32, 8, 256, 392, false, sk1) == AttnKernel::kPlain);
@@ -388,7 +393,7 @@ bool attention_launch_plan(std::string& err) {
     EXPECT(kernel(1, 28, 4, 128, 128, true, sk0) == AttnKernel::kStaged);
     EXPECT(kernel(1, 28, 4, 256, 256, true, sk0) == AttnKernel::kStaged);
     EXPECT(kernel(2, 32, 8, 128, 196, false, sk0) == AttnKernel::kPlain);
-    const LaunchPlan plan = attn_rules::launch_plan(attn(1, 28, 4, 256, 256, true), sk1);
+    const LaunchPlan plan = attn_rules::launch_plan(attn(1, 28, 4, 256, 256, true), sk2);
     EXPECT(!plan.summary && !plan.resident.use && plan.grid[0] == 28 * 4 && plan.grid[1] == 1 && plan.grid[2] == 1);
   }
 
