@@ -660,6 +660,7 @@ CUTLASS_DEVICE void stage_o(FragO const& o, CoordO const& tOcO, const float (&in
 enum MaskSource : int {
   kMaskGlobal = 0,        // per-element __ldg from the user's mask (VLATTN_ATTN_MASK_SMEM=0)
   kMaskSmemAligned = 1,   // the staged tile: one shared load per accumulator pair
+  kMaskRegs = 2,          // the split-key kernel: the thread's pairs loaded into registers before Q K^T (MaskPairRegs)
 };
 
 // Per-thread shared-memory addresses of the staged mask tile (stage 0; + stage * kMaskStageBytes).
@@ -672,6 +673,29 @@ struct MaskSmemThread {
     // chunk index j (bit 7 = j / 8 is then a plain add).
     return lds_u32((a0q[r] ^ (uint32_t(j) << 4)) + uint32_t(stage) * kMaskStageBytes);
   }
+};
+
+// The bf16 mask pairs of a thread's score fragment held in registers (kMaskRegs): row r's keys key_first + 8j and
+// + 1 in pair j, the first key in the low half, as MaskSmemThread::pair returns them from a staged tile. Keys >= Sk
+// and rows without a mask row (>= Sq) read 0: their scores become -inf by the per-key checks or are never stored.
+template <int kGroups>
+struct MaskPairRegs {
+  uint32_t v[2][kGroups];
+
+  CUTLASS_DEVICE void load(const uint16_t* const (&mask_row)[2], int key_first, int seqlen_k) {
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      CUTE_UNROLL
+      for (int j = 0; j < kGroups; ++j) {
+        const int key = key_first + 8 * j;
+        uint32_t lo = 0, hi = 0;
+        if (mask_row[r] != nullptr && key < seqlen_k) lo = __ldg(mask_row[r] + key);
+        if (mask_row[r] != nullptr && key + 1 < seqlen_k) hi = __ldg(mask_row[r] + key + 1);
+        v[r][j] = lo | (hi << 16);
+      }
+    }
+  }
+  CUTLASS_DEVICE uint32_t pair(int r, int j, int) const { return v[r][j]; }
 };
 
 // col0: this thread's first key column in a tile; its columns are col0 + 8j + c (the wgmma C layout).
@@ -688,11 +712,11 @@ struct MaskSmemThread {
 // nothing to the sum (accumulated in the same order over the live groups), so the bits are the same (and a P V
 // over the live k-blocks only gives O's bits too, for finite V).
 template <bool kMasked, int kMaskSrc = kMaskGlobal, bool kMaybeCausal = true, bool kKeyChecks = true,
-          bool kForceCausal = false, int kLiveGroups = 0, class FragS>
+          bool kForceCausal = false, int kLiveGroups = 0, class FragS, class MaskPairs = MaskSmemThread>
 CUTLASS_DEVICE void softmax_tile(FragS& s, float (&rescale_out)[2], float (&m)[2], float (&l)[2], const int (&row)[2],
                                  int col0, int key0, const KernelArgs& kp,
                                  const uint16_t* const (&mask_row)[2], bool load_mask,
-                                 const MaskSmemThread* ms = nullptr, int mask_stage = 0) {
+                                 const MaskPairs* ms = nullptr, int mask_stage = 0) {
   constexpr int kCG = decltype(size(s))::value / 4;  // 8-column groups of the score tile
   constexpr int kLive = kLiveGroups > 0 ? kLiveGroups : kCG;
   static_assert(kLive <= kCG && (kLiveGroups == 0 || kMasked), "live column groups: masked path, within the tile");

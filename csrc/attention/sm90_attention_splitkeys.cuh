@@ -168,6 +168,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_keys_kernel(CUTE_GRID_CO
         mask_row[r] = kp.mask + int64_t(batch) * kp.mask_batch_stride + int64_t(row[r]) * kp.mask_row_stride;
     }
 
+    // This thread's mask values, loaded before Q and K land: their latency overlaps the TMA loads instead of
+    // following Q K^T (each tile's values were per-element loads inside the softmax until the fifty-eighth session).
+    MaskPairRegs<kWgKeys / 8> mask_pairs;
+    if constexpr (kMasked) mask_pairs.load(mask_row, key0 + col0, kp.seqlen_k);
+
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.q_full, 0);
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.k_full[key_tile], 0);
     issue_qk_gemm(mma_qk, tSrQ, tSrK, tSrS);
@@ -177,8 +182,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_keys_kernel(CUTE_GRID_CO
     // The per-key checks where a key of this warpgroup's range may be past Sk or past the row (causal); the lean
     // unmasked form otherwise (scale > 0: the max commutes with the multiply).
     const bool checks = kMasked || kp.causal || !kp.fold_scale || key0 + kWgKeys > kp.seqlen_k;
-    if (checks)
-      softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, kMasked);
+    if constexpr (kMasked)
+      softmax_tile<true, kMaskRegs>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, true, &mask_pairs);
+    else if (checks)
+      softmax_tile<true>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
     else
       softmax_tile<false>(tSrS, rescale, m, l, row, col0, key0, kp, mask_row, false);
     scores_to_p(tSrS, tOrP);
