@@ -674,3 +674,35 @@ def test_floor_table_floor_is_above_t_sol_and_runs_on_a_run(capsys, monkeypatch)
     floor_table.main()
     out = capsys.readouterr().out
     assert "best PyTorch / floor: geomean" in out and out.count("\n034[") == 16 and out.count("\n007[") == 16
+
+
+def test_rule_audit_flags_only_workloads_faster_in_both_columns(tmp_path, capsys, monkeypatch):
+    """bench/rule_audit.py: an alternative is a hit only where its graph-replay and eager medians are both at least
+    --min-gain below the rule's; the rule's value is the one the --switch argument names first, whatever order the
+    results come in."""
+    import importlib.util
+    import json
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("rule_audit", root / "bench" / "rule_audit.py")
+    rule_audit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule_audit)
+    cells = {  # workload: (rule eager, rule graph, alt eager, alt graph)
+        "both": (100.0, 90.0, 95.0, 85.0),        # -5% / -5.6%: a hit
+        "graph_only": (100.0, 90.0, 100.5, 85.0),  # eager not faster: no hit
+        "slower": (100.0, 90.0, 110.0, 99.0),
+    }
+    results = []
+    for name, (re_, rg, ae, ag) in cells.items():
+        for kind, value, us in (("native", 2, ae), ("native_graph", 2, ag), ("native", 1, re_), ("native_graph", 1, rg)):
+            results.append({"name": name, "impl": f"vlattn:{kind}[ATTN_X={value}]", "us_median": us})
+    run = tmp_path / "audit.json"
+    run.write_text(json.dumps({"meta": {"args": {"switch": "VLATTN_ATTN_X=1,2"}}, "results": results}))
+    switch, values, _ = rule_audit.load(str(run))
+    assert switch == "ATTN_X" and values == [1, 2]
+    monkeypatch.setattr("sys.argv", ["rule_audit.py", str(run), "--min-gain", "0.02"])
+    rule_audit.main()
+    out = capsys.readouterr().out
+    assert "rule value 1, alternatives [2]" in out
+    faster = [line for line in out.splitlines() if "faster:" in line]
+    assert len(faster) == 1 and "both graph 90.0->85.0" in faster[0], out
