@@ -45,5 +45,5 @@ ncu_layer_metrics() {
   shift 2
   ncu_split_args "$@"
   ncu --cache-control "${NCU_LAYER_CACHE:-none}" --clock-control none -k "regex:$regex" "${NCU_RANGE[@]}" --metrics "$metrics" "${NCU_CMD[@]}" 2>&1 \
-    | grep -E "$regex|gpu__|sm__|smsp__|dram__|launch__" | head -40
+    | grep -E "$regex|gpu__|sm__|smsp__|dram__|launch__|lts__|l1tex__" | head -40
 }
