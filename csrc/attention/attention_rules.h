@@ -347,9 +347,9 @@ inline ResidentPlan resident_plan(const AttentionParams& p, int mode, int bn_mod
 // B4 S128, 224 CTAs, mode 2: +4.4 us), hence the wave bound. Re-measured on main (58th session, H100, in-process,
 // 40 calls in 4 rounds, mode 1 then against 0): 007 B1 S128 46.7 / 50.0 us graph replay, 55.4 / 57.0 eager; 034 B2
 // Lq128 83.6 / 83.6, 97.2 / 99.2; but 007 B1 S256 (masked, two key tiles) 66.1 / 63.1 and 79.3 / 75.6, the split
-// kernel slower in every round. Not its mask loads (loading them before Q K^T moved it < 0.2 us). A reading, not
-// measured: its 112 CTAs each load both 64 KB K / V tiles, twice the per-unit grid's L2 -> SM bytes, and the per-unit
-// kernel skips q-block 0's second tile (DEAD under the causal mask). Hence the one-tile bound for masks.
+// kernel slower in every round, although alone (ncu, caches flushed) it is the faster one there too: 11.9 against
+// 13.6 us. So the loss is the chain's: a reading, not measured, is that its 112 CTAs leave 20 SMs for the PDL-launched
+// O projection's CTAs to park on (56 at B1 S128). Hence the one-tile bound for masks.
 // Not bitwise the same as the other kernels (a row's sum in two parts, combined in fp32): within the contract.
 constexpr int kSplitKeysMaxKeys = 2 * kBlockN;
 constexpr int kSplitKeysRows = 64;
