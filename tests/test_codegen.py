@@ -369,8 +369,9 @@ def test_gemm_epilogue_kernels_no_spills(tu, tmp_path):
 
 # The split-key kernels (sm90_attention_splitkeys.cuh; (keys per warpgroup, kMasked)): SASS instructions allowed
 # (today's size + ~3%). Their length is the point of the kernel: a unit's time on an idle machine is one consumer
-# warp's dependent chain (design § 26).
-SPLIT_KEYS_SASS_BUDGET = {(64, 0): 1860, (64, 1): 1590, (128, 0): 2560, (128, 1): 2100}
+# warp's dependent chain (design § 26). Sizes at the fifty-eighth session's mask preload (the masked builds load
+# their mask pairs into registers before Q K^T): 1792, 1552, 2472, 2104.
+SPLIT_KEYS_SASS_BUDGET = {(64, 0): 1860, (64, 1): 1600, (128, 0): 2560, (128, 1): 2170}
 
 
 def test_split_keys_attention_kernels(attention_report, attention_dir):
