@@ -35,15 +35,15 @@ at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contigu
 // strides. VLATTN_QKV_V_TOKEN_MAJOR=0 (a dev switch) keeps v head-major. Same bits either way.
 bool v_token_major() { return dev_switch_on(DevSwitch::kQkvVTokenMajor); }
 
+// The token rows of a [B, S, hidden] activation (B x S), or -1 for another rank (the component ops refuse it).
+int64_t token_rows(const at::Tensor& t) { return t.dim() == 3 ? t.size(0) * t.size(1) : -1; }
+
 // The bytes of one call's scratch block (ops/scratch.h): the upper bounds of its intermediates, each
 // rounded to the block's 512-byte granularity: q, k and v; the projections' y (every group through it);
 // the attention's output; the 1-D / 3-D RoPE tables (cos and sin in fp32 per row); 1 MB for the grouped
 // GEMM's arguments, the mask summary and the split-K workspaces. 0 (no block) with the switch off, for
 // shapes the component ops will refuse, and beyond the cap (layer_scratch_cap_bytes). A request the block
 // cannot hold is an ordinary at::empty, so a low bound costs time, never correctness.
-// The token rows of a [B, S, hidden] activation (B x S), or -1 for another rank (the component ops refuse it).
-int64_t token_rows(const at::Tensor& t) { return t.dim() == 3 ? t.size(0) * t.size(1) : -1; }
-
 int64_t scratch_bound(int64_t q_rows, int64_t kv_rows, const at::Tensor& q_weight, const at::Tensor& k_weight) {
   const int64_t cap = layer_scratch_cap_bytes();
   if (cap <= 0 || q_weight.dim() != 2 || k_weight.dim() != 2) return 0;
