@@ -16,8 +16,9 @@ set -uo pipefail
 A=${1:?sha}
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
+readme=0
 case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
-  *H200*) [ -n "${README_SKIP:-}" ] || README_BUDGET_S=${README_BUDGET_S:-300} bash bench/pending/readme_run.sh "$A" call59b ;;
+  *H200*) [ -n "${README_SKIP:-}" ] || { readme=1; README_BUDGET_S=${README_BUDGET_S:-300} bash bench/pending/readme_run.sh "$A" call59b; } ;;
   *) echo "call59b: not an H200: no README run" ;;
 esac
 B='python3 -m vlattn.bench --mode layers --baselines "" --backends native --iters 40 --warmup 3 --rounds 4 --no-check --workloads 007:15,034:15 --switch VLATTN_ATTN_SPLIT_KEYS=2,0'
@@ -25,6 +26,8 @@ S='PYTHONPATH=python python3 bench/ab_summary.py'
 OUT=$R/ab VLATTN_COMMIT=$A CALL_BUDGET_S=${AB_BUDGET_S:-110} PROBE_TIMEOUT_S=45 \
   PROBE_CMDS="$B --json \$OUT/pdl1.json; VLATTN_PDL=0 $B --json \$OUT/pdl0.json; $S \$OUT/pdl1.json; $S \$OUT/pdl0.json" \
   scripts/gpu_check.sh probe
+# After a README run the timeline waits (TL_AFTER_README=1 runs it anyway): the device time is short.
+[ "$readme" = 1 ] && [ -z "${TL_AFTER_README:-}" ] && { cd "$R" && tar czf all59.tar.gz $(ls -d readme ab 2>/dev/null); exit 0; }
 P='python3 bench/probe_timeline.py --modes graph --reps 7 --workloads 007:15,034:15'
 OUT=$R/tl VLATTN_COMMIT=$A CALL_BUDGET_S=${TL_BUDGET_S:-90} PROBE_TIMEOUT_S=40 \
   PROBE_CMDS="VLATTN_ATTN_SPLIT_KEYS=2 $P; VLATTN_ATTN_SPLIT_KEYS=0 $P" \
