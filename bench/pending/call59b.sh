@@ -27,9 +27,9 @@ OUT=$R/ab VLATTN_COMMIT=$A CALL_BUDGET_S=${AB_BUDGET_S:-110} PROBE_TIMEOUT_S=45 
   PROBE_CMDS="$B --json \$OUT/pdl1.json; VLATTN_PDL=0 $B --json \$OUT/pdl0.json; $S \$OUT/pdl1.json; $S \$OUT/pdl0.json" \
   scripts/gpu_check.sh probe
 # After a README run the timeline waits (TL_AFTER_README=1 runs it anyway): the device time is short.
-[ "$readme" = 1 ] && [ -z "${TL_AFTER_README:-}" ] && { cd "$R" && tar czf all59.tar.gz $(ls -d readme ab 2>/dev/null); exit 0; }
+[ "$readme" = 1 ] && [ -z "${TL_AFTER_README:-}" ] && { cd "$R" && tar czf all59.tar.gz $(ls -d readme ab 2>/dev/null) && rm -rf readme ab; exit 0; }
 P='python3 bench/probe_timeline.py --modes graph --reps 7 --workloads 007:15,034:15'
 OUT=$R/tl VLATTN_COMMIT=$A CALL_BUDGET_S=${TL_BUDGET_S:-90} PROBE_TIMEOUT_S=40 \
   PROBE_CMDS="VLATTN_ATTN_SPLIT_KEYS=2 $P; VLATTN_ATTN_SPLIT_KEYS=0 $P" \
   scripts/gpu_check.sh probe
-cd "$R" && tar czf all59.tar.gz $(ls -d readme ab tl 2>/dev/null)
+cd "$R" && tar czf all59.tar.gz $(ls -d readme ab tl 2>/dev/null) && rm -rf readme ab tl
