@@ -3,7 +3,8 @@
 // session): does a 227 KB shared-memory opt-in cost launch time; does a kernel whose ~150 KB of
 // straight-line code runs once per CTA pay for instruction fetch after an L2 flush; and how long is
 // the bubble between two dependent kernels on one stream, with and without programmatic dependent
-// launch (PDL), when the second is a 28-CTA, 384-thread, 227 KB kernel like 007 B1 S128's attention.
+// launch (PDL), when the second is a 28-CTA, 384-thread, 227 KB kernel like 007 B1 S128's attention. A fourth
+// (fifty-ninth session): how a PDL dependent's tail grows with the CTAs that could not wait beside its predecessor.
 //
 // Standalone (no torch, no CUTLASS):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/micro/launch_probe.cu -o /tmp/launch_probe
@@ -168,6 +169,30 @@ int main(int argc, char** argv) {
       probe::launch_ex(spin_kernel, dim3(sms), dim3(128), pred_smem, true, out, spin, 1);
     });
     std::printf("%-72s %8.2f\n", "    added by the second spin (warm; 10 us of work)", two - alone);
+  }
+  // 4. Placement (fifty-ninth session): a predecessor of P CTAs (227 KB each: one per SM) spinning 10 us, then a PDL
+  //    dependent of G CTAs (200 KB, 384 threads: like the O projection's t64x128 ping-pong CTAs) spinning 5 us after
+  //    its wait. Only 132 - P of the dependent's CTAs can wait on a free SM; the rest are placed after the
+  //    predecessor's CTAs exit. "added" = the pair minus the predecessor alone: 5 us plus the latest CTA's placement.
+  //    The reading to test: each CTA placed after the predecessor ends costs ~0.08 us of the tail.
+  constexpr int kDepSmem = 200 * 1024;
+  CHECK(cudaFuncSetAttribute(spin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBigSmem));
+  const long long dep_spin = (long long)(5.0 * ghz * 1e3);
+  std::printf("\nplacement: predecessor P CTAs x 384 (227 KB) spinning 10 us, then a PDL dependent of G CTAs x 384 (200 KB) "
+              "spinning 5 us\n");
+  for (int p : {56, 112, 128}) {
+    char what[128];
+    std::snprintf(what, sizeof what, "P = %d alone", p);
+    const double alone = row(what, [&] { probe::launch_ex(spin_kernel, dim3(p), dim3(384), kBigSmem, true, out, spin, 1); });
+    for (int g : {36, 76, 112, 132}) {
+      std::snprintf(what, sizeof what, "  then G = %3d (%3d wait on free SMs, %3d placed after)", g,
+                    g < sms - p ? g : sms - p, g < sms - p ? 0 : g - (sms - p));
+      const double both = row(what, [&] {
+        probe::launch_ex(spin_kernel, dim3(p), dim3(384), kBigSmem, true, out, spin, 1);
+        probe::launch_ex(spin_kernel, dim3(g), dim3(384), kDepSmem, true, out, dep_spin, 1);
+      });
+      std::printf("%-72s %8.2f\n", "    added (warm)", both - alone);
+    }
   }
   CHECK(cudaDeviceSynchronize());
   return 0;

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The fifty-ninth session: the placement probe (bench/micro/launch_probe.cu section 4), any GPU, ~40 s:
+#
+#   run(command="bash bench/pending/call59c.sh")
+#
+# Prediction (bench/NOTES.md, fifty-ninth session: the O projection's tail after a large split-key grid): "added" = 5
+# us + the latest dependent CTA's placement, and each CTA placed after the predecessor ends costs ~0.08 us. At P = 112
+# (20 free SMs) G = 36 / 76 / 112 / 132 place 16 / 56 / 92 / 112 CTAs after it: added ~6 -> ~14 us; at P = 56 (76
+# free) G <= 76 place none. Refuted if at P = 112 added(G = 132) - added(G = 36) < 2 us.
+set -uo pipefail
+R=${OUT:?OUT}
+cd "$(dirname "$0")/../.."
+nvidia-smi --query-gpu=name,clocks.sm --format=csv > "$R/gpu.txt" 2>&1
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/micro/launch_probe.cu -o /tmp/launch_probe \
+  && /tmp/launch_probe --reps 31 2>&1 | tee "$R/launch_probe.log"
