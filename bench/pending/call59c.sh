@@ -11,5 +11,6 @@ set -uo pipefail
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
 nvidia-smi --query-gpu=name,clocks.sm --format=csv > "$R/gpu.txt" 2>&1
-nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/micro/launch_probe.cu -o /tmp/launch_probe \
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+"$NVCC" -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/micro/launch_probe.cu -o /tmp/launch_probe \
   && /tmp/launch_probe --reps 31 2>&1 | tee "$R/launch_probe.log"
