@@ -175,8 +175,7 @@ int main(int argc, char** argv) {
   //    its wait. Only 132 - P of the dependent's CTAs can wait on a free SM; the rest are placed after the
   //    predecessor's CTAs exit. "added" = the pair minus the predecessor alone: 5 us plus the latest CTA's placement.
   //    The reading to test: each CTA placed after the predecessor ends costs ~0.08 us of the tail.
-  constexpr int kDepSmem = 200 * 1024;
-  CHECK(cudaFuncSetAttribute(spin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBigSmem));
+  constexpr int kDepSmem = 200 * 1024;  // spin_kernel's opt-in (kBigSmem) was set above
   const long long dep_spin = (long long)(5.0 * ghz * 1e3);
   std::printf("\nplacement: predecessor P CTAs x 384 (227 KB) spinning 10 us, then a PDL dependent of G CTAs x 384 (200 KB) "
               "spinning 5 us\n");
