@@ -183,9 +183,10 @@ int main(int argc, char** argv) {
     char what[128];
     std::snprintf(what, sizeof what, "P = %d alone", p);
     const double alone = row(what, [&] { probe::launch_ex(spin_kernel, dim3(p), dim3(384), kBigSmem, true, out, spin, 1); });
+    const int free_sms = sms - p;
     for (int g : {36, 76, 112, 132}) {
-      std::snprintf(what, sizeof what, "  then G = %3d (%3d wait on free SMs, %3d placed after)", g,
-                    g < sms - p ? g : sms - p, g < sms - p ? 0 : g - (sms - p));
+      const int waiting = g < free_sms ? g : free_sms;
+      std::snprintf(what, sizeof what, "  then G = %3d (%3d wait on free SMs, %3d placed after)", g, waiting, g - waiting);
       const double both = row(what, [&] {
         probe::launch_ex(spin_kernel, dim3(p), dim3(384), kBigSmem, true, out, spin, 1);
         probe::launch_ex(spin_kernel, dim3(g), dim3(384), kDepSmem, true, out, dep_spin, 1);
