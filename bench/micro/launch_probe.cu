@@ -194,6 +194,32 @@ int main(int argc, char** argv) {
       std::printf("%-72s %8.2f\n", "    added (warm)", both - alone);
     }
   }
+  // 5. What the late placement depends on (sixtieth session), P = 112 and G = 112 (92 placed after under a): whether
+  //    the dependent's CTAs that cannot wait beside the predecessor cost its tail per CTA (a, e, d differ) or once.
+  //    d's 16 KB CTAs fit beside a 200 KB predecessor CTA (shared memory and registers), so none is placed after.
+  std::printf("\nplacement, P = 112, G = 112: smem of predecessor / dependent, PDL or plain\n");
+  struct Cell {
+    const char* what;
+    int pred_smem, dep_smem;
+    bool pdl;
+  };
+  const Cell cells[] = {
+      {"a 227 / 200 KB, PDL (20 free SMs: 92 placed after)", kBigSmem, kDepSmem, true},
+      {"b 227 / 200 KB, plain stream order", kBigSmem, kDepSmem, false},
+      {"c 200 / 200 KB, PDL (92 placed after)", kDepSmem, kDepSmem, true},
+      {"d 200 /  16 KB, PDL (every dependent CTA fits beside: 0 placed after)", kDepSmem, 16 * 1024, true},
+      {"e 227 / 100 KB, PDL (two per free SM: 40 wait, 72 placed after)", kBigSmem, 100 * 1024, true},
+  };
+  for (const Cell& c : cells) {
+    char what[128];
+    std::snprintf(what, sizeof what, "P = 112 alone, %d KB", c.pred_smem / 1024);
+    const double alone = row(what, [&] { probe::launch_ex(spin_kernel, dim3(112), dim3(384), c.pred_smem, true, out, spin, 1); });
+    const double both = row(c.what, [&] {
+      probe::launch_ex(spin_kernel, dim3(112), dim3(384), c.pred_smem, true, out, spin, 1);
+      probe::launch_ex(spin_kernel, dim3(112), dim3(384), c.dep_smem, c.pdl, out, dep_spin, c.pdl ? 1 : 0);
+    });
+    std::printf("%-72s %8.2f\n", "    added (warm)", both - alone);
+  }
   CHECK(cudaDeviceSynchronize());
   return 0;
 }

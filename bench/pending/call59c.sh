@@ -7,6 +7,9 @@
 # us + the latest dependent CTA's placement, and each CTA placed after the predecessor ends costs ~0.08 us. At P = 112
 # (20 free SMs) G = 36 / 76 / 112 / 132 place 16 / 56 / 92 / 112 CTAs after it: added ~6 -> ~14 us; at P = 56 (76
 # free) G <= 76 place none. Refuted if at P = 112 added(G = 132) - added(G = 36) < 2 us.
+# Section 5 (sixtieth session), P = G = 112: under the same reading a ~ c ~ 5 + 92 x 0.08 ~ 12 us, e ~ 5 + 72 x 0.08
+# ~ 11, d (every dependent CTA beside the predecessor) ~ 5-6 us; b (no PDL) ~ a plus a launch gap. If instead each late
+# CTA pays one fixed start-up (not a per-CTA queue), a ~ e and section 4's added stays flat in G at P = 112.
 set -uo pipefail
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
