@@ -12,6 +12,7 @@ set -uo pipefail
 A=${1:?sha}
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
+mkdir -p "$R/probe" && OUT=$R/probe timeout 120 bash bench/pending/call59c.sh
 case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
   *H200*)
     [ -n "${README_SKIP:-}" ] || README_BUDGET_S=${README_BUDGET_S:-300} bash bench/pending/readme_run.sh "$A" call60
@@ -21,5 +22,4 @@ case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
       scripts/gpu_check.sh probe ;;
   *) echo "call60: not an H200: no README run, no epilogue A/B" ;;
 esac
-mkdir -p "$R/probe" && OUT=$R/probe timeout 120 bash bench/pending/call59c.sh
 cd "$R" && d=$(ls -d readme epi probe 2>/dev/null; true) && tar czf all60.tar.gz $d && rm -rf $d
