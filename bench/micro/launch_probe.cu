@@ -59,6 +59,22 @@ __global__ void spin_kernel(int* out, long long clk, int pdl) {
   if (threadIdx.x == 0 && dynamic_smem_bytes() >= 4 * blockDim.x && smem[7] == -1) out[blockIdx.x] = 1;
 }
 
+// The same spin under another symbol, for section 6: the shared-memory carve-out preference is an attribute of
+// the function, so each preference needs its own kernel.
+template <int kTag>
+__global__ void spin_kernel_t(int* out, long long clk, int pdl) {
+  extern __shared__ int smem[];
+  if (pdl) {
+    gdc_wait();
+    gdc_trigger();
+  }
+  if (dynamic_smem_bytes() >= 4 * blockDim.x) smem[threadIdx.x] = threadIdx.x;
+  const long long t0 = clock64();
+  while (clock64() - t0 < clk) {
+  }
+  if (threadIdx.x == 0 && dynamic_smem_bytes() >= 4 * blockDim.x && smem[7] == -1) out[blockIdx.x] = kTag;
+}
+
 // One step of the probes' arithmetic: eight independent FFMAs.
 __device__ __forceinline__ void ffma8(float (&a)[8], float c) {
   const float add[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
@@ -217,6 +233,36 @@ int main(int argc, char** argv) {
     const double both = row(c.what, [&] {
       probe::launch_ex(spin_kernel, dim3(112), dim3(384), c.pred_smem, true, out, spin, 1);
       probe::launch_ex(spin_kernel, dim3(112), dim3(384), c.dep_smem, c.pdl, out, dep_spin, c.pdl ? 1 : 0);
+    });
+    std::printf("%-72s %8.2f\n", "    added (warm)", both - alone);
+  }
+  // 6. The shared-memory carve-out (sixtieth session). The split-key attention kernel takes ~80 KB and sets no
+  //    carve-out preference, so the driver may configure its SMs for less shared memory than the O projection's
+  //    200 KB CTAs need; those SMs are then reconfigured before such a CTA is placed. The staged kernel takes ~226
+  //    KB, already the largest configuration. P = G = 112, dependent 200 KB (PDL), predecessor 80 KB with the
+  //    preference unset (the driver's choice, as vlattn launches today), 40% (a small configuration for sure) and
+  //    100% (cudaSharedmemCarveoutMaxShared, the candidate fix).
+  CHECK(cudaFuncSetAttribute(spin_kernel_t<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 80 * 1024));
+  CHECK(cudaFuncSetAttribute(spin_kernel_t<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, 80 * 1024));
+  CHECK(cudaFuncSetAttribute(spin_kernel_t<2>, cudaFuncAttributePreferredSharedMemoryCarveout, 40));
+  CHECK(cudaFuncSetAttribute(spin_kernel_t<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, 80 * 1024));
+  CHECK(cudaFuncSetAttribute(spin_kernel_t<3>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             int(cudaSharedmemCarveoutMaxShared)));
+  std::printf("\ncarve-out, P = 112 x 384 (80 KB) spinning 10 us, then G = 112 x 384 (200 KB) PDL spinning 5 us\n");
+  struct Pref {
+    const char* what;
+    void (*pred)(int*, long long, int);
+  };
+  const Pref prefs[] = {{"f preference unset (the driver's choice)", spin_kernel_t<1>},
+                        {"g preference 40% (a small configuration)", spin_kernel_t<2>},
+                        {"h preference MaxShared (100%)", spin_kernel_t<3>}};
+  for (const Pref& c : prefs) {
+    char what[128];
+    std::snprintf(what, sizeof what, "P = 112 alone, %s", c.what);
+    const double alone = row(what, [&] { probe::launch_ex(c.pred, dim3(112), dim3(384), 80 * 1024, true, out, spin, 1); });
+    const double both = row("  then G = 112 (200 KB)", [&] {
+      probe::launch_ex(c.pred, dim3(112), dim3(384), 80 * 1024, true, out, spin, 1);
+      probe::launch_ex(spin_kernel, dim3(112), dim3(384), kDepSmem, true, out, dep_spin, 1);
     });
     std::printf("%-72s %8.2f\n", "    added (warm)", both - alone);
   }
