@@ -45,22 +45,8 @@ __global__ void empty_kernel(int* out, long long, int pdl) {
 }
 
 // Spins for `clk` cycles on every CTA (a stand-in for the predecessor in a chain). It triggers its
-// dependents at the start, as vlattn's kernels do after their wait.
-__global__ void spin_kernel(int* out, long long clk, int pdl) {
-  extern __shared__ int smem[];
-  if (pdl) {
-    gdc_wait();
-    gdc_trigger();
-  }
-  if (dynamic_smem_bytes() >= 4 * blockDim.x) smem[threadIdx.x] = threadIdx.x;
-  const long long t0 = clock64();
-  while (clock64() - t0 < clk) {
-  }
-  if (threadIdx.x == 0 && dynamic_smem_bytes() >= 4 * blockDim.x && smem[7] == -1) out[blockIdx.x] = 1;
-}
-
-// The same spin under another symbol, for section 6: the shared-memory carve-out preference is an attribute of
-// the function, so each preference needs its own kernel.
+// dependents at the start, as vlattn's kernels do after their wait. kTag only makes another symbol: the
+// shared-memory carve-out preference is an attribute of the function, so section 6 needs one per preference.
 template <int kTag>
 __global__ void spin_kernel_t(int* out, long long clk, int pdl) {
   extern __shared__ int smem[];
@@ -72,8 +58,9 @@ __global__ void spin_kernel_t(int* out, long long clk, int pdl) {
   const long long t0 = clock64();
   while (clock64() - t0 < clk) {
   }
-  if (threadIdx.x == 0 && dynamic_smem_bytes() >= 4 * blockDim.x && smem[7] == -1) out[blockIdx.x] = kTag;
+  if (threadIdx.x == 0 && dynamic_smem_bytes() >= 4 * blockDim.x && smem[7] == -1) out[blockIdx.x] = 1 + kTag;
 }
+constexpr void (*spin_kernel)(int*, long long, int) = spin_kernel_t<0>;
 
 // One step of the probes' arithmetic: eight independent FFMAs.
 __device__ __forceinline__ void ffma8(float (&a)[8], float c) {
