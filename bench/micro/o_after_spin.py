@@ -74,7 +74,7 @@ def main() -> None:
         s = timed(lambda: spin(p))
         both = timed(lambda: (spin(p), gemm()))
         free = props.multi_processor_count - p
-        print(f"P = {p:3d} ({free:3d} SMs free for the GEMM's 112 CTAs to wait on): spin {s:7.2f}  pair {both:7.2f}  "
+        print(f"P = {p:3d} ({free:3d} SMs free for the GEMM's CTAs to wait on): spin {s:7.2f}  pair {both:7.2f}  "
               f"added {both - s:6.2f} us")
 
 
