@@ -706,3 +706,36 @@ def test_rule_audit_flags_only_workloads_faster_in_both_columns(tmp_path, capsys
     assert "rule value 1, alternatives [2]" in out
     faster = [line for line in out.splitlines() if "faster:" in line]
     assert len(faster) == 1 and "both graph 90.0->85.0" in faster[0], out
+
+
+def test_compare_tuned_flags_a_dispatched_config_slower_than_the_fastest(tmp_path, capsys):
+    """bench/compare_tuned.py: the committed table against its own timings reproduces every entry and flags
+    nothing; the same timings with one entry's config made 10% slower than another there flag that shape, and
+    a shape off the table is judged on the analytic rule's pick."""
+    import copy
+    import importlib.util
+    import json
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("compare_tuned", root / "bench" / "compare_tuned.py")
+    compare_tuned = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare_tuned)
+    base = json.loads((root / "python" / "vlattn" / "data" / "gemm_tuned_h200.json").read_text())
+    rows, summary = compare_tuned.compare(base, base)
+    assert summary["flagged"] == [] and summary["base_entries_reproduced"] == summary["base_entries"] > 0
+    assert {r["shape"] for r in rows if r["source"] == "table"} == set(base["entries"])
+    other = copy.deepcopy(base)
+    key = "1024,3584,3584"
+    entry = base["entries"][key]
+    for t in other["timings"].values():
+        if f"{t['m']},{t['n']},{t['k']}" == key:
+            fastest_else = min(us for name, us in t["us"].items() if name != entry and us is not None)
+            t["us"][entry] = fastest_else * 1.10
+    rows, summary = compare_tuned.compare(base, other)
+    flagged = {r["shape"]: r for r in rows if r["flag"]}
+    assert list(flagged) == [key] and flagged[key]["dispatched"] == entry and flagged[key]["loss"] >= 1.05
+    assert summary["base_entries_reproduced"] == summary["base_entries"] - 1
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(other))
+    assert compare_tuned.main([str(path)]) == 0
+    assert f"flagged shapes (dispatched >= 1.05x the fastest): 1 ['{key}']" in capsys.readouterr().out
