@@ -1,7 +1,9 @@
 """Shape -> GEMM config, in the order: memo -> tuned table -> analytic fallback -> safe default.
 
 The tuned table (data/gemm_tuned_h200.json) maps "M,N,K" to a config name measured best on an
-H200; `VLATTN_LOG=1` prints each decision once. Config names come from gemm_configs.py, the same
+H200; it serves the H100 too (the tuner run there on 2026-12-06 kept all 9 entries and found no shape where
+the dispatched config was >= 5% slower than the fastest: bench/compare_tuned.py, docs/results.md).
+`VLATTN_LOG=1` prints each decision once. Config names come from gemm_configs.py, the same
 list setup.py compiled.
 """
 from __future__ import annotations
