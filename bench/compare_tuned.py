@@ -47,7 +47,10 @@ def compare(base: dict, other: dict) -> tuple[list[dict], dict]:
             dispatched, source = analytic_config(m, n, k, sm_count, row.keys()), "rule"
         best = min(row, key=row.get)
         loss = row[dispatched] / row[best] if dispatched in row else float("inf")
-        rows.append({"shape": key, "dispatched": dispatched, "source": source, "dispatched_us": row.get(dispatched),
+        # A dispatched config missing from OTHER's timings (not built there, or no rule config at all) reads as
+        # NaN and is flagged, rather than crashing the report.
+        rows.append({"shape": key, "dispatched": dispatched, "source": source,
+                     "dispatched_us": row.get(dispatched, float("nan")),
                      "best": best, "best_us": row[best], "loss": loss, "cublas_us": cublas,
                      "flag": loss >= MIN_GAIN})
     own = best_entries(other["timings"], sm_count)
@@ -55,7 +58,7 @@ def compare(base: dict, other: dict) -> tuple[list[dict], dict]:
     summary = {
         "shapes": len(rows),
         "flagged": [r["shape"] for r in rows if r["flag"]],
-        "dispatched_sum_us": sum(r["dispatched_us"] or 0.0 for r in rows),
+        "dispatched_sum_us": sum(r["dispatched_us"] for r in rows),
         "best_sum_us": sum(r["best_us"] for r in rows),
         "cublas_sum_us": sum(r["cublas_us"] for r in rows),
         "base_entries": len(entries),
