@@ -20,26 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from vlattn.dispatch import analytic_config  # noqa: E402
-from vlattn.tune import MIN_GAIN, best_entries  # noqa: E402
-
-
-def shape_totals(timings: dict) -> dict[str, tuple[dict[str, float], float]]:
-    """"M,N,K" -> (config -> summed µs over the bias variants, summed cuBLAS µs)."""
-    out: dict[str, tuple[dict[str, float], float]] = {}
-    for t in timings.values():
-        key = f"{t['m']},{t['n']},{t['k']}"
-        row, cublas = out.get(key, ({}, 0.0))
-        for name, us in t["us"].items():
-            row[name] = row.get(name, 0.0) + (float("inf") if us is None else us)
-        out[key] = (row, cublas + t["cublas_us"])
-    return out
+from vlattn.tune import _CUBLAS, MIN_GAIN, best_entries, shape_totals  # noqa: E402
 
 
 def compare(base: dict, other: dict) -> tuple[list[dict], dict]:
     sm_count = other["meta"].get("sm_count", 132)
     entries = base.get("entries", {})
     rows = []
-    for key, (row, cublas) in sorted(shape_totals(other["timings"]).items(), key=lambda kv: [int(v) for v in kv[0].split(",")]):
+    totals = shape_totals(other["timings"])  # the tuner's own per-shape sums (bias variants together)
+    for key in sorted(totals, key=lambda key: [int(v) for v in key.split(",")]):
+        row = {name: us for name, us in totals[key].items() if name != _CUBLAS}
+        cublas = totals[key].get(_CUBLAS, float("nan"))
         m, n, k = (int(v) for v in key.split(","))
         dispatched = entries.get(key)
         source = "table"

@@ -80,18 +80,27 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
 MIN_GAIN = 1.05
 
 
-def best_entries(timings: dict, sm_count: int, min_gain: float = MIN_GAIN) -> dict[str, str]:
-    """"M,N,K" -> fastest config where it beats dispatch.analytic_config's choice by ``min_gain``; with
-    and without bias share an entry (the sum of both times). Other shapes are left to the rule."""
-    from .dispatch import analytic_config
-
+def shape_totals(timings: dict) -> dict[str, dict[str, float]]:
+    """"M,N,K" -> config -> µs summed over the shape's bias variants (inf where a config failed), and under
+    the key "<cublas>" cuBLAS's summed µs where the timings have it. Tuned entries are per shape, so with and without bias share one."""
     totals: dict[str, dict[str, float]] = {}
     for t in timings.values():
         row = totals.setdefault(f"{t['m']},{t['n']},{t['k']}", {})
         for name, us in t["us"].items():
             row[name] = row.get(name, 0.0) + (float("inf") if us is None else us)
+        if t.get("cublas_us") is not None:
+            row[_CUBLAS] = row.get(_CUBLAS, 0.0) + t["cublas_us"]
+    return totals
+
+
+def best_entries(timings: dict, sm_count: int, min_gain: float = MIN_GAIN) -> dict[str, str]:
+    """"M,N,K" -> fastest config where it beats dispatch.analytic_config's choice by ``min_gain``; with
+    and without bias share an entry (the sum of both times). Other shapes are left to the rule."""
+    from .dispatch import analytic_config
+
     entries = {}
-    for key, row in sorted(totals.items()):
+    for key, totals in sorted(shape_totals(timings).items()):
+        row = {name: us for name, us in totals.items() if name != _CUBLAS}
         best = min(row, key=row.get)
         if row[best] == float("inf"):
             continue
