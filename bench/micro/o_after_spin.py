@@ -18,6 +18,7 @@ import statistics
 import torch
 
 import vlattn
+from vlattn.bench import CudaTimer
 
 
 def main() -> None:
@@ -37,7 +38,6 @@ def main() -> None:
     x = torch.randn(args.m, 3584, device=dev, dtype=torch.bfloat16, generator=g)
     w = torch.randn(3584, 3584, device=dev, dtype=torch.bfloat16, generator=g) * 0.02
     out = torch.empty(args.m, 3584, device=dev, dtype=torch.bfloat16)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     ref = (x.float() @ w.float().T).to(torch.bfloat16)
     vlattn.linear(x, w, out=out, config=args.config)
     torch.cuda.synchronize()
@@ -51,19 +51,10 @@ def main() -> None:
         if rc != 0:
             raise RuntimeError(f"spin_launch: cudaError {rc}")
 
+    timer = CudaTimer(dev)  # the bench's cold-L2 timer: drain, flush twice the L2, events around the call
+
     def timed(body) -> float:
-        ts = []
-        body()
-        torch.cuda.synchronize()
-        for r in range(args.reps):
-            flush.fill_(r & 0xFF)
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            body()
-            e1.record()
-            e1.synchronize()
-            ts.append(e0.elapsed_time(e1) * 1e3)
-        return statistics.median(ts)
+        return statistics.median(timer(body, args.reps, 1))
 
     def gemm() -> None:
         vlattn.linear(x, w, out=out, config=args.config)
