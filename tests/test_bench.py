@@ -739,3 +739,53 @@ def test_compare_tuned_flags_a_dispatched_config_slower_than_the_fastest(tmp_pat
     path.write_text(json.dumps(other))
     assert compare_tuned.main([str(path)]) == 0
     assert f"flagged shapes (dispatched >= 1.05x the fastest): 1 ['{key}']" in capsys.readouterr().out
+
+
+def test_gc_probe_finds_a_collection_inside_a_stalled_call(tmp_path, monkeypatch, capsys):
+    """bench/micro/gc_probe.py on a fake bench: a timer whose sixth call runs a collection inside step() and reads
+    100 µs against 10 for the rest: one stall, with a collection inside; the collector is left as it was found."""
+    import gc
+    import importlib.util
+    import json
+    import pathlib
+    import types
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("gc_probe", root / "bench" / "micro" / "gc_probe.py")
+    gc_probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc_probe)
+
+    class FakeTimer:
+        host_ahead = False
+
+        def __call__(self, step, iters, warmup, host_us=None):
+            for _ in range(warmup):
+                step()
+            return [float(step() or 10.0) for _ in range(iters)]
+
+    def fake_main(args):
+        calls = [0]
+
+        def step():
+            calls[0] += 1
+            if calls[0] == 2 + 6:  # two warm-up calls, then the sixth timed one
+                gc.collect(0)
+                return 100.0
+            return None
+        FakeTimer()(step, 12, 2)
+        return 0
+
+    fake = types.ModuleType("vlattn.bench")
+    fake.CudaTimer, fake.main = FakeTimer, fake_main
+    import vlattn
+    monkeypatch.setitem(__import__("sys").modules, "vlattn.bench", fake)
+    monkeypatch.setattr(vlattn, "bench", fake, raising=False)
+    was_enabled, hooks = gc.isenabled(), list(gc.callbacks)
+    for mode in ("on", "off"):
+        log = tmp_path / f"{mode}.json"
+        assert gc_probe.main(["--gc", mode, "--log", str(log), "--", "--mode", "layers"]) == 0
+        s = json.loads(log.read_text())["summary"]
+        assert s["timed_calls"] == 12 and s["stalls_total"] == 1
+        # gc.collect() runs the callbacks whether or not the collector is enabled: the stall has one inside.
+        assert s["stalls_with_gc"] == 1 and s["with_gc"]["n"] >= 1 and s["collections"]["0"]["count"] >= 1
+        assert gc.isenabled() == was_enabled and gc.callbacks == hooks
+    assert "1 with a collection inside" in capsys.readouterr().out

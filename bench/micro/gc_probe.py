@@ -25,13 +25,13 @@ import sys
 import time
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gc", choices=["on", "off"], default="on")
     ap.add_argument("--log", required=True, help="JSON: the collections, the timed calls' spans, the summary")
     ap.add_argument("--stall-us", type=float, default=30.0, help="a call this far above its block's fastest is a stall")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="after '--': vlattn.bench's arguments")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     bench_args = a.bench_args[1:] if a.bench_args[:1] == ["--"] else a.bench_args
 
     events: list[tuple[int, int, int]] = []  # (start ns, duration ns, generation)
@@ -73,6 +73,9 @@ def main() -> int:
         rc = e.code if isinstance(e.code, int) else 1
     finally:
         vb.CudaTimer.__call__ = original
+        gc.callbacks.remove(on_gc)
+        if a.gc == "off":
+            gc.enable()
 
     tracked = len(gc.get_objects())
     calls = []  # (excess µs over the block's fastest, GC ns inside the call's host span, generations)
