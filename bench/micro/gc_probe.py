@@ -10,7 +10,8 @@ This runs `vlattn.bench` in-process with a `gc.callbacks` hook that records ever
 generation) and wraps each timed call's `step()` in host timestamps (the bench's own CudaTimer, unchanged otherwise;
 the wrapper adds one Python call per step to every column alike). At the end it prints, over all timed calls:
 how many overlapped a collection, and each group's excess over its block's fastest call. `--gc off` runs the same
-with `gc.disable()` from the start (the hook then records nothing), for the eager-minus-graph A/B.
+with `gc.disable()` from the start (the hook then records only explicit `gc.collect()` calls), for the eager-minus-graph
+A/B.
 
     python3 bench/micro/gc_probe.py --gc on --log /tmp/gc_on.json -- --mode layers --workloads 034:9 --json /tmp/b.json
 """
@@ -48,31 +49,33 @@ def main(argv: list[str] | None = None) -> int:
     if a.gc == "off":
         gc.disable()
 
-    import vlattn.bench as vb
-
     blocks: list[dict] = []
-    original = vb.CudaTimer.__call__
-
-    def timed(self, step, iters, warmup, host_us=None):
-        spans: list[tuple[int, int]] = []
-
-        def wrapped():
-            t0 = time.perf_counter_ns()
-            out = step()
-            spans.append((t0, time.perf_counter_ns()))
-            return out
-
-        us = original(self, wrapped, iters, warmup, host_us)
-        blocks.append({"us": us, "spans": spans[warmup:], "host_ahead": bool(self.host_ahead)})
-        return us
-
-    vb.CudaTimer.__call__ = timed
+    vb = original = None
     try:
+        import vlattn.bench as vb
+
+        original = vb.CudaTimer.__call__
+
+        def timed(self, step, iters, warmup, host_us=None):
+            spans: list[tuple[int, int]] = []
+
+            def wrapped():
+                t0 = time.perf_counter_ns()
+                out = step()
+                spans.append((t0, time.perf_counter_ns()))
+                return out
+
+            us = original(self, wrapped, iters, warmup, host_us)
+            blocks.append({"us": us, "spans": spans[warmup:], "host_ahead": bool(self.host_ahead)})
+            return us
+
+        vb.CudaTimer.__call__ = timed
         rc = vb.main(bench_args)
     except SystemExit as e:  # argparse errors and explicit exits
         rc = e.code if isinstance(e.code, int) else 1
     finally:
-        vb.CudaTimer.__call__ = original
+        if original is not None:
+            vb.CudaTimer.__call__ = original
         gc.callbacks.remove(on_gc)
         if a.gc == "off":
             gc.enable()
