@@ -109,18 +109,18 @@ def main(argv: list[str] | None = None) -> int:
         d = [ns / 1e3 for _, ns, gg in events if gg == g]
         per_gen[g] = {"count": len(d), "total_ms": sum(d) / 1e3, "max_us": max(d) if d else 0.0,
                       "median_us": statistics.median(d) if d else 0.0}
+    g_with, g_without = group(with_gc), group(without)
     summary = {"gc": a.gc, "rc": rc, "tracked_objects_at_end": tracked, "collections": per_gen,
-               "timed_calls": len(calls), "with_gc": group(with_gc), "without_gc": group(without),
+               "timed_calls": len(calls), "with_gc": g_with, "without_gc": g_without,
                "stall_us": a.stall_us,
-               "stalls_total": sum(c[0] >= a.stall_us for c in calls),
-               "stalls_with_gc": sum(c[0] >= a.stall_us for c in with_gc),
+               "stalls_total": g_with["stalls"] + g_without["stalls"],
+               "stalls_with_gc": g_with["stalls"],
                "gc_us_in_stalled_calls": [round(c[1] / 1e3, 1) for c in with_gc if c[0] >= a.stall_us][:50]}
     print(f"gc_probe ({a.gc}): {len(calls)} timed calls in {len(blocks)} blocks; {tracked} tracked objects at the end")
     for g, s in per_gen.items():
         print(f"  gen {g}: {s['count']} collections, {s['total_ms']:.1f} ms, median {s['median_us']:.0f} µs, "
               f"max {s['max_us']:.0f} µs")
-    for name, rows in (("calls with a collection inside", with_gc), ("calls without", without)):
-        s = group(rows)
+    for name, s in (("calls with a collection inside", g_with), ("calls without", g_without)):
         if s["n"]:
             print(f"  {name}: {s['n']}, excess over block fastest median {s['excess_median_us']:.1f} µs, "
                   f"mean {s['excess_mean_us']:.1f}, >= {a.stall_us:.0f} µs: {s['stalls']}")
