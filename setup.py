@@ -86,7 +86,7 @@ def generate_gemm_sources(out_dir: pathlib.Path) -> list[str]:
     decls = []
     for c in configs:
         schedule = {"cooperative": "kCooperative", "pingpong": "kPingpong"}[c.schedule]
-        sched = {"persistent": "kPersistent", "streamk": "kStreamK"}[c.scheduler]
+        sched = {"persistent": "kPersistent", "streamk": "kStreamK", "splitk": "kParallelSplitK"}[c.scheduler]
         cfg = (f"Sm90GemmConfig<{c.tile[0]}, {c.tile[1]}, {c.tile[2]}, {c.cluster[0]}, {c.cluster[1]}, "
                f"Schedule::{schedule}, TileSched::{sched}, {c.stages}, {c.epi_n}, {str(c.swap_ab).lower()}>")
         tu = out_dir / "instantiations" / f"gemm_{c.name}.cu"

@@ -51,6 +51,7 @@ def test_cpp_case_list_matches_binary(cpp_binary):
     (3, "explicit stages must be >= 2 and fit in 227 KB"),
     (4, "wgmma N must be a multiple of 16"),
     (5, "epilogue subtile's columns must be a multiple of 16 that divides tile N"),
+    (6, "parallel split-K stores its partials [M, N] row-major: not with swapped operands"),
 ])
 def test_illegal_gemm_config_fails_to_compile(tmp_path, probe, message):
     result = _compile(tmp_path / "probe", f"-DVLATTN_ILLEGAL_CONFIG={probe}", "-fsyntax-only")

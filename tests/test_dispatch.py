@@ -8,8 +8,8 @@ import pytest
 
 from vlattn import dispatch
 from vlattn import workloads as W
-from vlattn.gemm_configs import (BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, SPLITS, GemmConfig, expand_splits, is_valid_name,
-                                 parse_name, split_name)
+from vlattn.gemm_configs import (BY_NAME, DEFAULT_CONFIG, GEMM_CONFIGS, PARALLEL_SPLITS, SPLITS, GemmConfig,
+                                 expand_splits, is_valid_name, parse_name, split_name, splits_fit)
 
 H200_SMS = 132
 STREAMK = "t128x128x64_c1x1_coop_streamk"
@@ -159,17 +159,17 @@ def test_committed_tuned_table_names_known_configs():
 # The config list
 # --------------------------------------------------------------------------------------------
 
-_NAME = re.compile(r"t(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_(coop|pingpong)(_streamk)?(?:_e(\d+))?(_swap)?")
+_NAME = re.compile(r"t(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_(coop|pingpong)(_streamk|_psplit)?(?:_e(\d+))?(_swap)?")
 
 
 @pytest.mark.parametrize("cfg", GEMM_CONFIGS, ids=lambda c: c.name)
 def test_config_name_describes_config(cfg):
     m = _NAME.fullmatch(cfg.name)
-    assert m, f"{cfg.name} does not follow t<M>x<N>x<K>_c<M>x<N>_<coop|pingpong>[_streamk][_e<N>][_swap]"
+    assert m, f"{cfg.name} does not follow t<M>x<N>x<K>_c<M>x<N>_<coop|pingpong>[_streamk|_psplit][_e<N>][_swap]"
     assert tuple(int(v) for v in m.group(1, 2, 3)) == cfg.tile
     assert tuple(int(v) for v in m.group(4, 5)) == cfg.cluster
     assert {"coop": "cooperative", "pingpong": "pingpong"}[m.group(6)] == cfg.schedule
-    assert ("streamk" if m.group(7) else "persistent") == cfg.scheduler
+    assert {None: "persistent", "_streamk": "streamk", "_psplit": "splitk"}[m.group(7)] == cfg.scheduler
     assert int(m.group(8) or 0) == cfg.epi_n
     assert bool(m.group(9)) == cfg.swap_ab
     # Legal by construction: rebuilding it runs the legality checks again.
@@ -192,7 +192,8 @@ def test_config_list_shape():
     ((128, 128, 32), "cooperative", "persistent"),  # K tile below 64
     ((64, 128, 64), "pingpong", "streamk"),  # sm90 stream-K needs the cooperative kernel
     ((128, 128, 64), "warpspecialized", "persistent"),
-    ((128, 128, 64), "cooperative", "splitk"),
+    ((128, 128, 64), "cooperative", "parallel"),  # unknown scheduler
+    ((64, 64, 64), "pingpong", "splitk"),  # parallel split-K in the rule (the default rule=True)
 ])
 def test_illegal_config_rejected(tile, schedule, scheduler):
     with pytest.raises(ValueError, match="bad"):
@@ -242,6 +243,33 @@ def test_split_names():
     assert not is_valid_name(STREAMK + "/splitk4", frozenset({DEFAULT_CONFIG}))  # not compiled
     assert is_valid_name(STREAMK + "/splitk16")
     assert expand_splits([DEFAULT_CONFIG, STREAMK]) == [DEFAULT_CONFIG, STREAMK] + [split_name(STREAMK, s) for s in SPLITS]
+
+
+def test_parallel_split_names():
+    """A parallel split-K config always splits: valid only with '/splitk<N>', timed only at PARALLEL_SPLITS, and at
+    a K that cuts into N equal slices of a multiple of 8 columns."""
+    psplit = next(c.name for c in GEMM_CONFIGS if c.scheduler == "splitk")
+    assert not is_valid_name(psplit)
+    assert is_valid_name(split_name(psplit, 8)) and is_valid_name(split_name(psplit, 3))
+    assert expand_splits([psplit, DEFAULT_CONFIG]) == [split_name(psplit, s) for s in PARALLEL_SPLITS] + [DEFAULT_CONFIG]
+    for k in (3584, 4096):
+        assert all(splits_fit(split_name(psplit, s), k) for s in PARALLEL_SPLITS)
+    assert splits_fit(split_name(psplit, 7), 3584) and not splits_fit(split_name(psplit, 7), 4096)
+    assert not splits_fit(split_name(psplit, 16), 3592)  # 224.5 columns
+    assert not splits_fit(split_name(psplit, 16), 4000)  # 250 columns: not whole 16-byte rows
+    assert splits_fit(STREAMK + "/splitk3", 4000) and splits_fit(DEFAULT_CONFIG, 1)  # other configs: any K
+
+
+def test_parallel_split_config_rules():
+    with pytest.raises(ValueError, match="tuned-table only"):
+        GemmConfig("bad", (64, 64, 64), (1, 1), "pingpong", "splitk")
+    with pytest.raises(ValueError, match="tuned-table only|not swapped"):
+        GemmConfig("bad", (64, 64, 64), (1, 1), "pingpong", "splitk", rule=False, swap_ab=True)
+    assert all(not c.rule and not c.swap_ab for c in GEMM_CONFIGS if c.scheduler == "splitk")
+    # The wave model never sees them (dispatch.analytic_config's pool is the persistent rule configs).
+    names = {c.name for c in GEMM_CONFIGS if c.scheduler == "splitk"}
+    for m, n, k in ((128, 512, 3584), (392, 1024, 4096), (8192, 4096, 4096)):
+        assert dispatch.analytic_config(m, n, k, H200_SMS) not in names
 
 
 def test_cpp_wave_model_matches_python():

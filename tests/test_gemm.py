@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import vlattn
 from vlattn import workloads as W
-from vlattn.gemm_configs import GEMM_CONFIGS, SPLITS, split_name
+from vlattn.gemm_configs import GEMM_CONFIGS, PARALLEL_SPLITS, SPLITS, split_name
 from conftest import BF16, poisoned, rel_fro, requires_sm90
 
 pytestmark = requires_sm90
@@ -24,6 +24,7 @@ WORKLOAD_SHAPES = sorted({(m, n, k, bias) for w in W.load() for _, m, n, k, bias
 LAYER_NK = [(4608, 3584), (3584, 3584), (4096, 4096), (2048, 4096), (1024, 4096), (512, 3584)]
 TAIL_M = [1, 127, 541]
 STREAMK = [c.name for c in GEMM_CONFIGS if c.scheduler == "streamk"]
+PSPLIT = [c.name for c in GEMM_CONFIGS if c.scheduler == "splitk"]
 
 
 @pytest.fixture(autouse=True)
@@ -167,6 +168,58 @@ def test_split_k_exact_on_integers():
             assert torch.equal(vlattn.linear(x, weight, b, config=split_name(config, splits)), whole), splits
 
 
+PSPLIT_SHAPES = [(1, 512, 3584), (128, 512, 3584), (127, 3584, 3584), (392, 1024, 4096), (613, 512, 3584),
+                 (541, 1024, 4096), (64, 256, 512)]
+
+
+@pytest.mark.parametrize("splits", list(PARALLEL_SPLITS) + [7, 14])
+@pytest.mark.parametrize("m,n,k", PSPLIT_SHAPES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in PSPLIT_SHAPES])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_parallel_split_k(m, n, k, splits, bias):
+    """'<parallel split-K config>/splitk<N>': K in N equal slices (fp32 partials), summed in slice order with the
+    bias, rounded once: matches cuBLAS, and the same bits on every run (a poisoned out each time)."""
+    if k % splits or (k // splits) % 8:
+        pytest.skip(f"K={k} does not cut into {splits} slices of a multiple of 8 (refused: test_invalid)")
+    for config in PSPLIT:
+        if config not in vlattn.extension_info()["gemm_configs"]:
+            pytest.skip(f"{config} is not compiled into this build")
+        name = split_name(config, splits)
+        x, weight, b = operands(m, n, k, bias)
+        out = poisoned(m, n, device="cuda")
+        vlattn.linear(x, weight, b, out=out, config=name)
+        assert_matches_cublas(out, x, weight, b, f"M={m} N={n} K={k} {name}")
+        again = poisoned(m, n, device="cuda")
+        vlattn.linear(x, weight, b, out=again, config=name)
+        assert torch.equal(again, out), f"{name}: two runs differ"
+
+
+def test_parallel_split_k_exact_on_integers():
+    """Integer operands: every partial sum is exact in fp32, so the slices' sum equals the unsplit GEMM bit for bit
+    (a slice summed twice, skipped, or reading its neighbour's columns would not)."""
+    m, n, k = 300, 512, 3584
+    x = torch.randint(-3, 4, (m, k), device="cuda").to(BF16)
+    weight = torch.randint(-3, 4, (n, k), device="cuda").to(BF16)
+    b = torch.randint(-8, 9, (n,), device="cuda").to(BF16)
+    whole = vlattn.linear(x, weight, b, config=GEMM_CONFIGS[0].name)
+    for config in PSPLIT:
+        for splits in PARALLEL_SPLITS:
+            assert torch.equal(vlattn.linear(x, weight, b, config=split_name(config, splits)), whole), (config, splits)
+
+
+def test_parallel_split_k_strided_views():
+    """Padded rows in x, weight and out (the leading dimensions), with the slices' column offsets on top."""
+    m, n, k = 200, 512, 3584
+    xs = torch.randn(m, k + 64, dtype=BF16, device="cuda")[:, :k]
+    ws = (torch.randn(n, k + 128, dtype=BF16, device="cuda") * 0.02)[:, 8:8 + k]
+    b = torch.randn(n, dtype=BF16, device="cuda") * 0.02
+    for config in PSPLIT:
+        big = poisoned(m, n + 32, device="cuda")
+        out = big[:, :n]
+        vlattn.linear(xs, ws, b, out=out, config=split_name(config, 8))
+        assert_matches_cublas(out, xs, ws, b, f"strided {config}/splitk8")
+        assert torch.isnan(big[:, n:].float()).all(), f"{config}: wrote past out's columns"
+
+
 # --------------------------------------------------------------------------------------------
 # Empty problems
 # --------------------------------------------------------------------------------------------
@@ -238,7 +291,8 @@ def cuda_randn(*shape, dtype=BF16):
     pytest.param(lambda: {"out": poisoned(M, N, dtype=torch.float32, device="cuda")}, r"out must be bfloat16",
                  id="out-dtype"),
     pytest.param(lambda: {"config": "t1x1x1_c1x1_coop"},
-                 r"config must be one of \[.*\] \(a stream-K one optionally with '/splitk<N>'\) or empty; got 't1x1x1_c1x1_coop'", id="config-unknown"),
+                 r"config must be one of \[.*\] \(a stream-K one optionally with '/splitk<N>', a parallel split-K one with it\) "
+                 r"or empty; got 't1x1x1_c1x1_coop'", id="config-unknown"),
     pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/splitk1"},
                  r"a config suffix must be '/splitk<N>' with 2 <= N <= 16; got '.*/splitk1'", id="splitk1"),
     pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/splitk17"},
@@ -248,7 +302,15 @@ def cuda_randn(*shape, dtype=BF16):
     pytest.param(lambda: {"config": "t128x128x64_c1x1_coop_streamk/split4"},
                  r"a config suffix must be '/splitk<N>'", id="split-suffix-typo"),
     pytest.param(lambda: {"config": "t128x128x64_c1x1_coop/splitk4"},
-                 r"'/splitk<N>' needs a stream-K config; t128x128x64_c1x1_coop is persistent", id="splitk-persistent"),
+                 r"'/splitk<N>' needs a stream-K or parallel split-K config; t128x128x64_c1x1_coop is persistent",
+                 id="splitk-persistent"),
+    pytest.param(lambda: {"config": "t64x64x64_c1x1_pingpong_psplit"},
+                 r"t64x64x64_c1x1_pingpong_psplit is a parallel split-K config: name it with '/splitk<N>' "
+                 r"\(2 <= N <= 16\)", id="psplit-bare"),
+    # K = 512 cuts into 16 slices of 32 columns, but not into 3 equal ones.
+    pytest.param(lambda: {"config": "t64x64x64_c1x1_pingpong_psplit/splitk3"},
+                 r"config t64x64x64_c1x1_pingpong_psplit/splitk3 failed for M=64 N=256 K=512: a parallel split-K "
+                 r"config needs K to divide into its split count's equal slices", id="psplit-k-indivisible"),
 ])
 def test_invalid(replace, pattern):
     with pytest.raises(RuntimeError, match=r"vlattn\.linear: " + pattern):

@@ -6,7 +6,10 @@
 namespace vlattn {
 
 enum class Schedule { kCooperative, kPingpong };
-enum class TileSched { kPersistent, kStreamK };
+// kParallelSplitK: the persistent kernel batched over K slices (L = splits), each slice's fp32 partial tile
+// stored to a workspace, then one reduction kernel adds the slices in order, the bias, and rounds to bf16
+// (kernels/splitk_reduce.h). Runs on either schedule (CUTLASS's stream-K needs the cooperative one).
+enum class TileSched { kPersistent, kStreamK, kParallelSplitK };
 
 // Hopper gives a CTA at most 227 KB of dynamic shared memory.
 inline constexpr int kSm90MaxSmemBytes = 227 * 1024;
@@ -35,6 +38,8 @@ struct Sm90GemmConfig {
   static_assert(kTileK % 64 == 0, "tile K must cover whole 128-byte swizzle atoms of bf16");
   static_assert(kTileSched != TileSched::kStreamK || kSchedule == Schedule::kCooperative,
                 "CUTLASS's sm90 stream-K scheduler runs on the cooperative kernel");
+  static_assert(kTileSched != TileSched::kParallelSplitK || !kSwapAB,
+                "parallel split-K stores its partials [M, N] row-major: not with swapped operands");
   static_assert(kClusterM >= 1 && kClusterM <= 4 && (kClusterM & (kClusterM - 1)) == 0 && kClusterN >= 1 &&
                     kClusterN <= 2 && kClusterM * kClusterN <= 8,
                 "clusters of 1, 2 or 4 CTAs along M and 1 or 2 along N only (larger ones are not tuned)");

@@ -20,6 +20,8 @@
 #define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED 1
 #endif
 
+#include <algorithm>
+
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -32,6 +34,7 @@
 #include <cutlass/util/packed_stride.hpp>
 
 #include "kernels/gemm_config.h"
+#include "kernels/splitk_reduce.h"
 #include "launch/cutlass_launch.h"
 #include "launch/gemm_params.h"
 #include "launch/host_trace.h"
@@ -101,13 +104,24 @@ struct Sm90Gemm {
   using Scheduler = cute::conditional_t<Cfg::kTileSched == TileSched::kStreamK,
                                         cutlass::gemm::StreamKScheduler, cutlass::gemm::PersistentScheduler>;
 
+  // Parallel split-K (TileSched::kParallelSplitK): the kernel runs batched over L = p.splits slices of K, each
+  // slice's fp32 accumulator stored as is to the workspace ([L, M, N] row-major, no bias, no rounding); then
+  // kernels/splitk_reduce.h adds the slices in order, adds the bias and rounds once to bf16.
+  static constexpr bool kParallel = Cfg::kTileSched == TileSched::kParallelSplitK;
+  using ElementD = cute::conditional_t<kParallel, float, Element>;
+  static constexpr int kAlignmentD = 16 / sizeof(ElementD);
+
   // D = round_bf16(1 * acc + bias[n]); no C operand is read (ElementC = void). The bias runs along the
   // weight's rows: the kernel's N, or its M when swapped.
   template <template <class, class, class, class, class, int, cutlass::FloatRoundStyle> class BiasOp>
   using BiasFusion = BiasOp<Element, ElementCompute, Element, Element, ElementCompute, kAlignment,
                             cutlass::FloatRoundStyle::round_to_nearest>;
-  using Fusion = cute::conditional_t<kSwap, BiasFusion<cutlass::epilogue::fusion::LinCombPerRowBias>,
-                                     BiasFusion<cutlass::epilogue::fusion::LinCombPerColBias>>;
+  using PartialFusion = cutlass::epilogue::fusion::LinearCombination<float, ElementCompute, void, ElementCompute,
+                                                                     cutlass::FloatRoundStyle::round_to_nearest>;
+  using Fusion = cute::conditional_t<
+      kParallel, PartialFusion,
+      cute::conditional_t<kSwap, BiasFusion<cutlass::epilogue::fusion::LinCombPerRowBias>,
+                          BiasFusion<cutlass::epilogue::fusion::LinCombPerColBias>>>;
 
   // CUTLASS's subtile (128 x 32 cooperative, 64 x 32 ping-pong for bf16) or Cfg::kEpiN columns.
   using EpilogueTile = cute::conditional_t<
@@ -116,7 +130,7 @@ struct Sm90Gemm {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       EpilogueTile, ElementAccumulator, ElementCompute,
-      void, LayoutD, kAlignment, Element, LayoutD, kAlignment, EpilogueSchedule, Fusion>::CollectiveOp;
+      void, LayoutD, kAlignmentD, ElementD, LayoutD, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
 
   using StageCount = cute::conditional_t<
       Cfg::kStages == 0,
@@ -139,31 +153,53 @@ struct Sm90Gemm {
   static_assert(cute::size<1>(typename CollectiveMainloop::TiledMma::AtomShape_MNK{}) == Cfg::kTileN,
                 "wgmma atom narrower than the tile's N: CuTe's extended MMA shapes are not enabled in this TU");
 
-  static typename Gemm::Arguments make_arguments(const GemmParams& p) {
+  // Parallel split-K: the K slice of each of the p.splits batches (K must divide evenly into 16-byte rows:
+  // splits_fit), and the bytes of fp32 partials at the workspace's start (256-byte aligned, CUTLASS's after).
+  static int slice_k(const GemmParams& p) { return kParallel ? p.k / std::max(p.splits, 1) : p.k; }
+  static bool splits_fit(const GemmParams& p) {
+    return p.splits >= 2 && p.splits <= kMaxGemmSplits && p.k % p.splits == 0 && (p.k / p.splits) % 8 == 0;
+  }
+  static size_t partial_bytes(const GemmParams& p) {
+    if constexpr (!kParallel) return 0;
+    return (size_t(p.splits) * size_t(p.m) * size_t(p.n) * sizeof(float) + 255) / 256 * 256;
+  }
+
+  static typename Gemm::Arguments make_arguments(const GemmParams& p, void* partials = nullptr) {
     using StrideA = typename GemmKernel::StrideA;
     using StrideB = typename GemmKernel::StrideB;
     using StrideD = typename GemmKernel::StrideD;
     // The kernel's M x N: the weight's rows x the tokens when swapped.
     const int km = kSwap ? p.n : p.m, kn = kSwap ? p.m : p.n;
-    StrideA stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(km, p.k, 1));
-    StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(kn, p.k, 1));
-    StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(km, kn, 1));
+    const int kk = slice_k(p), batches = kParallel ? p.splits : 1;
+    StrideA stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(km, kk, batches));
+    StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(kn, kk, batches));
+    StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(km, kn, batches));
     // Leading dimensions from the caller: views with padded rows work without a copy. D's is the stride
-    // between tokens: mode 0 row-major, mode 1 when the kernel's [N, M] output is column-major.
+    // between tokens: mode 0 row-major, mode 1 when the kernel's [N, M] output is column-major. The
+    // parallel split-K partials are packed [L, M, N], and batch l of A and B starts at column l * kk of
+    // the same rows (TMA clips each slice at kk, so no slice reads its neighbour's columns).
     cute::get<0>(stride_a) = kSwap ? p.ldb : p.lda;
     cute::get<0>(stride_b) = kSwap ? p.lda : p.ldb;
-    cute::get<kSwap ? 1 : 0>(stride_d) = p.ldd;
+    if constexpr (kParallel) {
+      cute::get<2>(stride_a) = kk;
+      cute::get<2>(stride_b) = kk;
+    } else {
+      cute::get<kSwap ? 1 : 0>(stride_d) = p.ldd;
+    }
+    ElementD* d = kParallel ? static_cast<ElementD*>(partials) : static_cast<ElementD*>(p.d);
 
     cutlass::KernelHardwareInfo hw_info{p.device, p.sm_count};
-    typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                  {km, kn, p.k, 1},
+    typename Gemm::Arguments args{kParallel ? cutlass::gemm::GemmUniversalMode::kBatched
+                                            : cutlass::gemm::GemmUniversalMode::kGemm,
+                                  {km, kn, kk, batches},
                                   {static_cast<const Element*>(kSwap ? p.b : p.a), stride_a,
                                    static_cast<const Element*>(kSwap ? p.a : p.b), stride_b},
-                                  {{}, nullptr, stride_d, static_cast<Element*>(p.d), stride_d},
+                                  {{}, nullptr, stride_d, d, stride_d},
                                   hw_info};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
-    args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);  // nullptr reads as zero
+    if constexpr (!kParallel)
+      args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);  // nullptr reads as zero
     set_tile_order(args.scheduler);
     if constexpr (Cfg::kTileSched == TileSched::kStreamK) {
       // Deterministic fix-up order: two runs on the same inputs give the same bits.
@@ -178,16 +214,38 @@ struct Sm90Gemm {
     return args;
   }
 
-  static size_t workspace_bytes(const GemmParams& p) { return Gemm::get_workspace_size(make_arguments(p)); }
+  static size_t workspace_bytes(const GemmParams& p) {
+    if constexpr (kParallel) {
+      if (!splits_fit(p)) return 0;  // run refuses it
+    }
+    return partial_bytes(p) + Gemm::get_workspace_size(make_arguments(p));
+  }
 
   static GemmStatus run(const GemmParams& p, void* workspace, size_t workspace_size) {
-    // Only the stream-K scheduler splits K; a persistent config asked to split is refused, not ignored.
-    if (p.splits != 1 && (Cfg::kTileSched != TileSched::kStreamK || p.splits < 1 || p.splits > kMaxGemmSplits))
-      return GemmStatus::kNotSupported;
-    auto args = make_arguments(p);
-    if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
-    if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
-    return launch_gemm_kernel<GemmKernel>(args, p.device, p.stream, workspace);
+    if constexpr (kParallel) {
+      // A parallel split-K config always splits, into slices of whole 16-byte rows.
+      if (!splits_fit(p)) return GemmStatus::kSplitsDoNotFit;
+      const size_t partials = partial_bytes(p);
+      if (workspace == nullptr || workspace_size < partials) return GemmStatus::kWorkspaceTooSmall;
+      auto args = make_arguments(p, workspace);
+      void* rest = static_cast<char*>(workspace) + partials;
+      if (partials + Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
+      if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
+      const GemmStatus s = launch_gemm_kernel<GemmKernel>(args, p.device, p.stream, rest);
+      if (s != GemmStatus::kSuccess) return s;
+      return launch_splitk_reduce(static_cast<const float*>(workspace), p.splits, p.m, p.n, p.bias, p.d, p.ldd,
+                                  p.stream) == cudaSuccess
+                 ? GemmStatus::kSuccess
+                 : GemmStatus::kLaunchFailed;
+    } else {
+      // Only the stream-K scheduler splits K; a persistent config asked to split is refused, not ignored.
+      if (p.splits != 1 && (Cfg::kTileSched != TileSched::kStreamK || p.splits < 1 || p.splits > kMaxGemmSplits))
+        return GemmStatus::kNotSupported;
+      auto args = make_arguments(p);
+      if (Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
+      if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
+      return launch_gemm_kernel<GemmKernel>(args, p.device, p.stream, workspace);
+    }
   }
 };
 

@@ -21,8 +21,9 @@ struct GemmParams {
   int device = 0;
   int sm_count = 0;            // read from the device by the caller, never hard-coded
   cudaStream_t stream = nullptr;
-  // > 1: split K over this many CTAs per output tile (stream-K entries only: CUTLASS's split-K
-  // decomposition, partials reduced in the workspace in a fixed order). 1: the entry's own schedule.
+  // > 1: split K over this many CTAs per output tile. Stream-K entries: CUTLASS's split-K decomposition,
+  // partials reduced in the workspace in a fixed order. Parallel split-K entries (always split): K cut
+  // into this many equal slices, fp32 partials, then kernels/splitk_reduce.h. 1: the entry's own schedule.
   int splits = 1;
 };
 
@@ -58,6 +59,7 @@ enum class GemmStatus : int {
   kInitFailed,
   kLaunchFailed,
   kNotCompiled,        // the translation unit was built without sm_90a support
+  kSplitsDoNotFit,     // parallel split-K: K does not cut into `splits` equal slices of whole 16-byte rows
 };
 
 const char* gemm_status_string(GemmStatus s);
@@ -70,7 +72,7 @@ struct GemmKernelEntry {
   int tile_m, tile_n, tile_k;
   int cluster_m, cluster_n;
   const char* schedule;   // "cooperative" | "pingpong"
-  const char* scheduler;  // "persistent" | "streamk"
+  const char* scheduler;  // "persistent" | "streamk" | "splitk" (parallel split-K: always split)
   int stages;             // 0 = automatic
   double efficiency;      // the wave model's relative throughput of a full tile (gemm_configs.py)
   bool in_rule;           // in the wave model; false: reached through the tuned table only

@@ -54,8 +54,9 @@ void check_matrix_operand(const char* name, const at::Tensor& t, int64_t& ld) {
               " must start at a 16-byte aligned address (TMA); got a view at offset ", num(t.storage_offset()));
 }
 
-// A config name from python/vlattn/gemm_configs.py, or "<stream-K config>/splitk<N>": that kernel with
-// K split into N parts per output tile (2 <= N <= kMaxGemmSplits). Sets *splits (1 when not split).
+// A config name from python/vlattn/gemm_configs.py, or "<stream-K or parallel split-K config>/splitk<N>": that
+// kernel with K split into N parts per output tile (2 <= N <= kMaxGemmSplits; a parallel split-K config needs
+// the suffix). Sets *splits (1 when not split).
 const GemmKernelEntry* resolve_config(c10::string_view config, int* splits) {
   int count = 0;
   const GemmKernelEntry* all = gemm_registry(&count);
@@ -82,11 +83,14 @@ const GemmKernelEntry* resolve_config(c10::string_view config, int* splits) {
   if (e == nullptr) {
     std::string names;
     for (int i = 0; i < count; ++i) names += std::string(i ? ", " : "") + all[i].name;
-    TORCH_CHECK(false, "vlattn.linear: config must be one of [", names, "] (a stream-K one optionally with '/splitk<N>') ",
-                "or empty; got '", std::string(config), "'");
+    TORCH_CHECK(false, "vlattn.linear: config must be one of [", names, "] (a stream-K one optionally with '/splitk<N>', ",
+                "a parallel split-K one with it) or empty; got '", std::string(config), "'");
   }
-  TORCH_CHECK(*splits == 1 || std::strcmp(e->scheduler, "streamk") == 0, "vlattn.linear: '/splitk<N>' needs a stream-K config; ",
-              e->name, " is ", e->scheduler);
+  const bool parallel = std::strcmp(e->scheduler, "splitk") == 0;
+  TORCH_CHECK(*splits == 1 || parallel || std::strcmp(e->scheduler, "streamk") == 0,
+              "vlattn.linear: '/splitk<N>' needs a stream-K or parallel split-K config; ", e->name, " is ", e->scheduler);
+  TORCH_CHECK(*splits > 1 || !parallel, "vlattn.linear: ", e->name, " is a parallel split-K config: name it with ",
+              "'/splitk<N>' (2 <= N <= ", num(kMaxGemmSplits), ")");
   return e;
 }
 
@@ -303,6 +307,9 @@ const char* gemm_status_string(GemmStatus s) {
     case GemmStatus::kInitFailed: return "kernel initialization failed (shared memory attribute or workspace)";
     case GemmStatus::kLaunchFailed: return "kernel launch failed";
     case GemmStatus::kNotCompiled: return "kernel not compiled for this architecture";
+    case GemmStatus::kSplitsDoNotFit:
+      return "a parallel split-K config needs K to divide into its split count's equal slices, each a multiple of 8 "
+             "columns (16-byte rows)";
   }
   return "unknown status";
 }

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 
 SCHEDULES = ("cooperative", "pingpong")
-SCHEDULERS = ("persistent", "streamk")
+SCHEDULERS = ("persistent", "streamk", "splitk")
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class GemmConfig:
     tile: tuple[int, int, int]  # CTA tile M x N x K
     cluster: tuple[int, int]  # cluster M x N
     schedule: str  # "cooperative" | "pingpong"
-    scheduler: str  # "persistent" | "streamk"
+    scheduler: str  # "persistent" | "streamk" | "splitk" (parallel split-K: always named "<config>/splitk<N>")
     stages: int = 0  # 0 = as many as fit in shared memory next to the epilogue
     # Relative mainloop throughput of a full tile (the wave model's divisor; 128x256 cooperative in
     # 2-CTA clusters = 1).
@@ -81,6 +81,9 @@ class GemmConfig:
         # The C++ wave model (gemm_analytic_pick) counts registry tiles as (tokens, weight rows).
         if self.swap_ab and (self.rule or self.scheduler != "persistent"):
             raise ValueError(f"{self.name}: swapped configs are persistent and tuned-table only (rule=False)")
+        if self.scheduler == "splitk" and (self.rule or self.swap_ab):
+            raise ValueError(f"{self.name}: parallel split-K configs are tuned-table only (rule=False) and not swapped "
+                             "(their fp32 partials are stored [M, N] row-major)")
 
 
 # Efficiencies calibrated on the H200 smoke run of 2026-11-30 (all configs timed on 7 projection
@@ -154,6 +157,18 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # cuBLAS's 95.1, thirty-third session) and the tuned 128 x 128 stream-K pick 102.8. Tuned table only.
     GemmConfig("t128x176x64_c1x1_coop_e16_swap", (128, 176, 64), (1, 1), "cooperative", "persistent", epi_n=16,
                rule=False, swap_ab=True),
+    # Parallel split-K for small M at N = 512 / 1024 (sixty-third session): there the 64x64 grid is 16-112 CTAs,
+    # each streaming the whole K (128x512x3584: 16 CTAs of 917 KB; 0.86x cuBLAS in the H200 table, 0.79x at
+    # 392x1024x4096), where cuBLAS splits K and reduces in a second kernel (16th session: nvjet 5.9 us + 2.2 us
+    # reduce at 128x512x3584). CUTLASS's stream-K split runs on the cooperative kernel only and measured ~19 us
+    # there (128x128 tiles, a fix-up in the workspace). These run the ping-pong kernel batched over K slices
+    # (fp32 partials, kernels/sm90_gemm.cuh) and a reduction kernel (kernels/splitk_reduce.h), launched with PDL.
+    # Always named "<config>/splitk<N>"; K must cut into N equal slices of a multiple of 8 columns. Tuned table
+    # only: the wave model does not price the partials' traffic.
+    GemmConfig("t64x64x64_c1x1_pingpong_psplit", (64, 64, 64), (1, 1), "pingpong", "splitk", efficiency=0.5,
+               rule=False),
+    GemmConfig("t64x128x64_c1x1_pingpong_psplit", (64, 128, 64), (1, 1), "pingpong", "splitk", efficiency=0.85,
+               rule=False),
     # Tried with it and not built: 64 x 64 swapped in 4-CTA clusters for 392 rows (16.0 us against 16.1 for
     # the 64x64 ping-pong, cuBLAS 15.2; 2-5% on the N = 512 shapes below 1024 rows, under the 5% bar) and
     # 128 x 112 swapped cooperative in 4x2 clusters for 1568 rows (25.6 against 26.7, cuBLAS 24.1).
@@ -177,6 +192,9 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
 # Split-K (stream-K configs only): the split counts the tuner times. The analytic rule never picks
 # a split (every one measured slower than the best whole-K config; vlattn.dispatch).
 SPLITS: tuple[int, ...] = (2, 3, 4, 6, 8)
+# Parallel split-K configs (scheduler "splitk"): the counts the tuner times, each dividing K = 3584 and 4096 into
+# slices of a multiple of 8 columns (the projections' K; other K that do not divide are refused, not rounded).
+PARALLEL_SPLITS: tuple[int, ...] = (2, 4, 8, 16)
 MAX_SPLITS = 16  # what a config name may ask for (csrc/launch/gemm_params.h kMaxGemmSplits)
 
 
@@ -204,15 +222,32 @@ def is_valid_name(name: str, compiled: "frozenset[str] | set[str] | None" = None
     config = BY_NAME.get(base)
     if config is None or (compiled is not None and base not in compiled):
         return False
+    if config.scheduler == "splitk":
+        return splits > 1  # always split
     return splits == 1 or config.scheduler == "streamk"
 
 
+def splits_fit(name: str, k: int) -> bool:
+    """Whether a valid config name runs at this K: a parallel split-K one needs K cut into equal slices of a
+    multiple of 8 columns (csrc/kernels/sm90_gemm.cuh splits_fit); every other config runs at any K."""
+    base, splits = parse_name(name)
+    config = BY_NAME.get(base)
+    if config is None or config.scheduler != "splitk":
+        return True
+    return k % splits == 0 and (k // splits) % 8 == 0
+
+
 def expand_splits(names) -> list[str]:
-    """The names plus every stream-K one's split variants (what the tuner times)."""
+    """What the tuner times: the names, with every stream-K one's split variants after it, and every parallel
+    split-K one as its split variants only."""
     out = []
     for n in names:
+        config = BY_NAME.get(n)
+        if config is not None and config.scheduler == "splitk":
+            out += [split_name(n, s) for s in PARALLEL_SPLITS]
+            continue
         out.append(n)
-        if n in BY_NAME and BY_NAME[n].scheduler == "streamk":
+        if config is not None and config.scheduler == "streamk":
             out += [split_name(n, s) for s in SPLITS]
     return out
 

@@ -329,7 +329,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, out: Tensor
            config: str | None = None) -> Tensor:
     """``x @ weight.T + bias`` on the sm_90a CUTLASS GEMM (bf16 in/out, fp32 accumulate, one rounding
     after the bias add). ``config`` names a GEMM config (vlattn.gemm_configs), a stream-K one optionally
-    as "<name>/splitk<N>" (K split into N parts per output tile, 2 <= N <= 16); default: dispatch."""
+    as "<name>/splitk<N>" (K split into N parts per output tile, 2 <= N <= 16), a parallel split-K one
+    ("..._psplit") always so (K must cut into N equal slices of a multiple of 8); default: dispatch."""
     _ext.require("vlattn.linear")
     if config is None:
         config = gemm_config_for(x, weight) if x.is_cuda and weight.dim() == 2 else ""

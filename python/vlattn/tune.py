@@ -1,4 +1,5 @@
-"""Measure every compiled GEMM config (stream-K ones also at each split count of gemm_configs.SPLITS)
+"""Measure every compiled GEMM config (stream-K ones also at each split count of gemm_configs.SPLITS,
+parallel split-K ones at each of gemm_configs.PARALLEL_SPLITS that fits the shape's K)
 on the workloads' projection shapes and write the tuned table
 that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
 
@@ -23,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _ext, bench, workloads
-from .gemm_configs import expand_splits
+from .gemm_configs import expand_splits, splits_fit
 from .ops import linear
 
 
@@ -54,6 +55,8 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
         out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
         samples: dict[str, list[float]] = {}  # the configs that are right on this shape
         for name in configs:
+            if not splits_fit(name, s.k):
+                continue  # a parallel split-K count that does not divide this K: refused by the op, never timed
             out.fill_(float("nan"))
             linear(x, w, b, out=out, config=name)
             if bench.compare_gemm(out, ref)["ok"]:

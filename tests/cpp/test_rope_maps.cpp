@@ -118,7 +118,9 @@ bool gemm_configs_legal(std::string& err) {
   using Ping = Sm90GemmConfig<64, 128, 64, 1, 1, Schedule::kPingpong, TileSched::kPersistent, 0>;
   using SK = Sm90GemmConfig<128, 128, 64, 1, 1, Schedule::kCooperative, TileSched::kStreamK, 4>;
   using Epi64 = Sm90GemmConfig<128, 256, 64, 2, 1, Schedule::kCooperative, TileSched::kPersistent, 0, 64>;
+  using PSplit = Sm90GemmConfig<64, 64, 64, 1, 1, Schedule::kPingpong, TileSched::kParallelSplitK, 0>;
   EXPECT(Coop::kSmemBytesPerStage == 32768);
+  EXPECT(PSplit::kTileSched == TileSched::kParallelSplitK && PSplit::kSmemBytesPerStage == 16384);
   EXPECT(Wide::kEpiN == 0 && Epi64::kEpiN == 64);
   EXPECT(Wide::kSmemBytesPerStage == 49152);
   EXPECT(Ping::kTileM == 64 && SK::kStages == 4);
@@ -845,6 +847,8 @@ template struct vlattn::Sm90GemmConfig<128, 256, 128, 1, 1, Schedule::kCooperati
 template struct vlattn::Sm90GemmConfig<128, 100, 64, 1, 1, Schedule::kCooperative, TileSched::kPersistent, 0>;
 #elif VLATTN_ILLEGAL_CONFIG == 5
 template struct vlattn::Sm90GemmConfig<128, 256, 64, 1, 1, Schedule::kCooperative, TileSched::kPersistent, 0, 48>;
+#elif VLATTN_ILLEGAL_CONFIG == 6
+template struct vlattn::Sm90GemmConfig<64, 64, 64, 1, 1, Schedule::kPingpong, TileSched::kParallelSplitK, 0, 0, true>;
 #endif
 #endif
 
