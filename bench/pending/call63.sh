@@ -6,11 +6,11 @@
 # 0. The parallel split-K GEMM configs (a9efa1b, never GPU-run): their tests (tests/test_gemm.py -k
 #    "parallel_split or invalid"), memcheck on two of them, then the tuner on every shape up to 1568 rows with
 #    them against the small-M configs the table picks today (prediction in bench/NOTES.md, sixty-third session).
-# 1. call62c.sh (034 Lq 4096's eager vs graph attention: modes in both orders, then PDL off; prediction in
+# 1. 007 B64 S256's host marks (`probe_host.py --trace 30`).
+# 2. call62c.sh (034 Lq 4096's eager vs graph attention: modes in both orders, then PDL off; prediction in
 #    bench/NOTES.md, sixty-second session).
-# 2. 007 B64 S256's host marks (`probe_host.py --trace 30`).
 # 3. On an H200 only: call60.sh's README run and epilogue A/B (the README table is still d0279b1's).
-# Only all63.tar.gz comes back.
+# psplit.tar.gz, host.tar.gz, tl.tar.gz and all60.tar.gz come back, each packed as its part ends.
 set -uo pipefail
 A=${1:?sha}
 R=${OUT:?OUT}
@@ -24,12 +24,15 @@ MC="compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p
 OUT=$R/psplit VLATTN_COMMIT=$A CALL_BUDGET_S=200 PROBE_TIMEOUT_S=120 \
   PROBE_CMDS="$MC -k 'parallel_split_k_exact or parallel_split_k_strided'; python3 -m vlattn.tune --max-m 1568 --iters 30 --configs $C --out \$OUT/tune_psplit.json" \
   scripts/gpu_check.sh probe -p no:cacheprovider tests/test_gemm.py -k "parallel_split or invalid"
-OUT=$R/tl CALL_BUDGET_S=170 bash bench/pending/call62c.sh "$A"
+pack() { (cd "$R" && [ -d "$1" ] && tar czf "$1.tar.gz" "$1" && rm -rf "$1"); }  # each part as it ends:
+pack psplit                                                                # a timeout loses only the last
 OUT=$R/host VLATTN_COMMIT=$A CALL_BUDGET_S=80 PROBE_TIMEOUT_S=60 \
   PROBE_CMDS="python3 bench/probe_host.py --iters 30 --trace 30 --workloads 007:1,034:5" \
   scripts/gpu_check.sh probe
+pack host
+OUT=$R/tl CALL_BUDGET_S=170 bash bench/pending/call62c.sh "$A"
+pack tl
 case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
   *H200*) OUT=$R PROBE_SKIP=1 bash bench/pending/call60.sh "$A" ;;
   *) echo "call63: not an H200: no README run" ;;
 esac
-cd "$R" && d=$(ls -d psplit tl host all60.tar.gz 2>/dev/null; true) && tar czf all63.tar.gz $d && rm -rf psplit tl host all60.tar.gz
