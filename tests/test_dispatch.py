@@ -260,6 +260,18 @@ def test_parallel_split_names():
     assert splits_fit(STREAMK + "/splitk3", 4000) and splits_fit(DEFAULT_CONFIG, 1)  # other configs: any K
 
 
+def test_tuner_leaves_out_splits_that_do_not_fit():
+    """The tuner times a parallel split-K count only where it divides K (the op refuses the others)."""
+    from vlattn.tune import configs_for_k
+    psplit = next(c.name for c in GEMM_CONFIGS if c.scheduler == "splitk")
+    names = expand_splits([DEFAULT_CONFIG, psplit, STREAMK]) + [split_name(psplit, 7)]
+    assert configs_for_k(names, 3584) == names
+    assert configs_for_k(names, 4096) == [n for n in names if n != split_name(psplit, 7)]
+    kept = configs_for_k(names, 4000)  # 2000 and 1000 columns fit; 500, 250 (not multiples of 8) and 571.4 do not
+    assert [n for n in kept if n.startswith(psplit)] == [split_name(psplit, 2), split_name(psplit, 4)]
+    assert DEFAULT_CONFIG in kept and STREAMK + "/splitk3" in kept
+
+
 def test_parallel_split_config_rules():
     with pytest.raises(ValueError, match="tuned-table only"):
         GemmConfig("bad", (64, 64, 64), (1, 1), "pingpong", "splitk")

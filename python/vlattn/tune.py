@@ -39,6 +39,12 @@ def round_orders(configs: list[str], rounds: int) -> list[list[str]]:
 _CUBLAS = "<cublas>"  # cuBLAS's slot in the rotation (no config name has angle brackets)
 
 
+def configs_for_k(configs: list[str], k: int) -> list[str]:
+    """The configs that run at this K: a parallel split-K count that does not cut K into equal slices of a
+    multiple of 8 columns is refused by the op (gemm_configs.splits_fit), so it is left out, never timed."""
+    return [name for name in configs if splits_fit(name, k)]
+
+
 def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int,
             rounds: int = 1, host_ahead: bool = True) -> dict:
     """Per shape: every config checked against F.linear, then ``rounds`` rounds of ``iters / rounds``
@@ -54,9 +60,7 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
         ref = F.linear(x, w, b)
         out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
         samples: dict[str, list[float]] = {}  # the configs that are right on this shape
-        for name in configs:
-            if not splits_fit(name, s.k):
-                continue  # a parallel split-K count that does not divide this K: refused by the op, never timed
+        for name in configs_for_k(configs, s.k):
             out.fill_(float("nan"))
             linear(x, w, b, out=out, config=name)
             if bench.compare_gemm(out, ref)["ok"]:
