@@ -144,24 +144,34 @@ def test_split_k(m, n, k, splits):
     """'<stream-K config>/splitk<N>': K cut into N parts per tile, reduced in a fixed order: matches
     cuBLAS, and the same bits on every run (a poisoned out each time)."""
     for config in STREAMK:
-        if config not in vlattn.extension_info()["gemm_configs"]:
-            pytest.skip(f"{config} is not compiled into this build")
-        name = split_name(config, splits)
-        x, weight, b = operands(m, n, k, True)
-        out = poisoned(m, n, device="cuda")
-        vlattn.linear(x, weight, b, out=out, config=name)
-        assert_matches_cublas(out, x, weight, b, f"M={m} N={n} K={k} {name}")
-        again = poisoned(m, n, device="cuda")
-        vlattn.linear(x, weight, b, out=again, config=name)
-        assert torch.equal(again, out), f"{name}: two runs differ"
+        check_split(config, splits, m, n, k, True)
+
+
+def check_split(config, splits, m, n, k, bias):
+    """config/splitk<splits> matches cuBLAS and gives the same bits on a second run (a poisoned out each time)."""
+    if config not in vlattn.extension_info()["gemm_configs"]:
+        pytest.skip(f"{config} is not compiled into this build")
+    name = split_name(config, splits)
+    x, weight, b = operands(m, n, k, bias)
+    out = poisoned(m, n, device="cuda")
+    vlattn.linear(x, weight, b, out=out, config=name)
+    assert_matches_cublas(out, x, weight, b, f"M={m} N={n} K={k} {name}")
+    again = poisoned(m, n, device="cuda")
+    vlattn.linear(x, weight, b, out=again, config=name)
+    assert torch.equal(again, out), f"{name}: two runs differ"
+
+
+def integer_operands(m=300, n=512, k=3584):
+    """Small integers: every partial sum is exact in fp32, so any split order gives the unsplit GEMM's bits."""
+    x = torch.randint(-3, 4, (m, k), device="cuda").to(BF16)
+    weight = torch.randint(-3, 4, (n, k), device="cuda").to(BF16)
+    b = torch.randint(-8, 9, (n,), device="cuda").to(BF16)
+    return x, weight, b
 
 
 def test_split_k_exact_on_integers():
     """Integer operands: every partial sum is exact in fp32, so split-K equals the unsplit GEMM bit for bit."""
-    m, n, k = 300, 512, 3584
-    x = torch.randint(-3, 4, (m, k), device="cuda").to(BF16)
-    weight = torch.randint(-3, 4, (n, k), device="cuda").to(BF16)
-    b = torch.randint(-8, 9, (n,), device="cuda").to(BF16)
+    x, weight, b = integer_operands()
     whole = vlattn.linear(x, weight, b, config=GEMM_CONFIGS[0].name)
     for config in STREAMK:
         for splits in SPLITS:
@@ -181,25 +191,13 @@ def test_parallel_split_k(m, n, k, splits, bias):
     if k % splits or (k // splits) % 8:
         pytest.skip(f"K={k} does not cut into {splits} slices of a multiple of 8 (refused: test_invalid)")
     for config in PSPLIT:
-        if config not in vlattn.extension_info()["gemm_configs"]:
-            pytest.skip(f"{config} is not compiled into this build")
-        name = split_name(config, splits)
-        x, weight, b = operands(m, n, k, bias)
-        out = poisoned(m, n, device="cuda")
-        vlattn.linear(x, weight, b, out=out, config=name)
-        assert_matches_cublas(out, x, weight, b, f"M={m} N={n} K={k} {name}")
-        again = poisoned(m, n, device="cuda")
-        vlattn.linear(x, weight, b, out=again, config=name)
-        assert torch.equal(again, out), f"{name}: two runs differ"
+        check_split(config, splits, m, n, k, bias)
 
 
 def test_parallel_split_k_exact_on_integers():
     """Integer operands: every partial sum is exact in fp32, so the slices' sum equals the unsplit GEMM bit for bit
     (a slice summed twice, skipped, or reading its neighbour's columns would not)."""
-    m, n, k = 300, 512, 3584
-    x = torch.randint(-3, 4, (m, k), device="cuda").to(BF16)
-    weight = torch.randint(-3, 4, (n, k), device="cuda").to(BF16)
-    b = torch.randint(-8, 9, (n,), device="cuda").to(BF16)
+    x, weight, b = integer_operands()
     whole = vlattn.linear(x, weight, b, config=GEMM_CONFIGS[0].name)
     for config in PSPLIT:
         for splits in PARALLEL_SPLITS:
