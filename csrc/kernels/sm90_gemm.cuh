@@ -226,10 +226,10 @@ struct Sm90Gemm {
       // A parallel split-K config always splits, into slices of whole 16-byte rows.
       if (!splits_fit(p)) return GemmStatus::kSplitsDoNotFit;
       const size_t partials = partial_bytes(p);
-      if (workspace == nullptr || workspace_size < partials) return GemmStatus::kWorkspaceTooSmall;
       auto args = make_arguments(p, workspace);
+      if (workspace == nullptr || partials + Gemm::get_workspace_size(args) > workspace_size)
+        return GemmStatus::kWorkspaceTooSmall;
       void* rest = static_cast<char*>(workspace) + partials;
-      if (partials + Gemm::get_workspace_size(args) > workspace_size) return GemmStatus::kWorkspaceTooSmall;
       if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return GemmStatus::kNotSupported;
       const GemmStatus s = launch_gemm_kernel<GemmKernel>(args, p.device, p.stream, rest);
       if (s != GemmStatus::kSuccess) return s;

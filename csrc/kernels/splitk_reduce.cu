@@ -10,8 +10,6 @@ namespace vlattn {
 
 namespace {
 
-static_assert(kSplitReduceMaxSplits == kMaxGemmSplits, "one split limit");
-
 constexpr int kReduceThreads = 256;
 constexpr int kCols = 4;  // columns per thread: one float4 per slice, one 8-byte store
 
@@ -26,13 +24,13 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int64_t slice = int64_t(m) * n;
   const float4* p = reinterpret_cast<const float4*>(partials + int64_t(row) * n + col);
   // Every slice's load in flight before the sum, which then runs in slice order (the same bits every run).
-  float4 v[kSplitReduceMaxSplits];
+  float4 v[kMaxGemmSplits];
 #pragma unroll
-  for (int l = 0; l < kSplitReduceMaxSplits; ++l)
+  for (int l = 0; l < kMaxGemmSplits; ++l)
     if (l < splits) v[l] = __ldcs(p + l * (slice / kCols));  // read once: evict first
   float4 acc = v[0];
 #pragma unroll
-  for (int l = 1; l < kSplitReduceMaxSplits; ++l)
+  for (int l = 1; l < kMaxGemmSplits; ++l)
     if (l < splits) acc.x += v[l].x, acc.y += v[l].y, acc.z += v[l].z, acc.w += v[l].w;
   if (bias != nullptr) {
     const uint2 braw = *reinterpret_cast<const uint2*>(bias + col);
@@ -51,7 +49,7 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 cudaError_t launch_splitk_reduce(const float* partials, int splits, int m, int n, const void* bias, void* out,
                                  int64_t ldd, cudaStream_t stream) {
-  if (splits < 1 || splits > kSplitReduceMaxSplits || n % kCols != 0 || ldd % kCols != 0) return cudaErrorInvalidValue;
+  if (splits < 1 || splits > kMaxGemmSplits || n % kCols != 0 || ldd % kCols != 0) return cudaErrorInvalidValue;
   const int64_t threads = int64_t(m) * (n / kCols);
   if (threads == 0) return cudaSuccess;
   const unsigned blocks = unsigned((threads + kReduceThreads - 1) / kReduceThreads);

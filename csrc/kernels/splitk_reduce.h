@@ -10,11 +10,9 @@
 
 namespace vlattn {
 
-// partials: splits x m x n floats. bias: bf16 [n] or nullptr. out: bf16 rows of n, row stride ldd elements.
-// n and ldd multiples of 4, out 8-byte aligned (vlattn.linear checks 16).
+// partials: splits x m x n floats (1 <= splits <= kMaxGemmSplits). bias: bf16 [n] or nullptr. out: bf16 rows of n,
+// row stride ldd elements. n and ldd multiples of 4, out 8-byte aligned (vlattn.linear checks 16).
 cudaError_t launch_splitk_reduce(const float* partials, int splits, int m, int n, const void* bias, void* out,
                                  int64_t ldd, cudaStream_t stream);
-
-constexpr int kSplitReduceMaxSplits = 16;  // launch/gemm_params.h kMaxGemmSplits
 
 }  // namespace vlattn
