@@ -35,7 +35,7 @@ want 1 && OUT=$R/host VLATTN_COMMIT=$A CALL_BUDGET_S=80 PROBE_TIMEOUT_S=60 \
 pack host
 want 2 && OUT=$R/tl CALL_BUDGET_S=170 bash bench/pending/call62c.sh "$A"
 pack tl
-want 3 && case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
+if want 3; then case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
   *H200*) OUT=$R PROBE_SKIP=1 bash bench/pending/call60.sh "$A" ;;
   *) echo "call63: not an H200: no README run" ;;
-esac
+esac; fi
