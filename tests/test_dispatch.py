@@ -262,14 +262,31 @@ def test_parallel_split_names():
 
 def test_tuner_leaves_out_splits_that_do_not_fit():
     """The tuner times a parallel split-K count only where it divides K (the op refuses the others)."""
-    from vlattn.tune import configs_for_k
+    from vlattn.tune import configs_for_shape
     psplit = next(c.name for c in GEMM_CONFIGS if c.scheduler == "splitk")
     names = expand_splits([DEFAULT_CONFIG, psplit, STREAMK]) + [split_name(psplit, 7)]
-    assert configs_for_k(names, 3584) == names
-    assert configs_for_k(names, 4096) == [n for n in names if n != split_name(psplit, 7)]
-    kept = configs_for_k(names, 4000)  # 2000 and 1000 columns fit; 500, 250 (not multiples of 8) and 571.4 do not
+    assert configs_for_shape(names, 128, 512, 3584, H200_SMS) == names
+    assert configs_for_shape(names, 128, 512, 4096, H200_SMS) == [n for n in names if n != split_name(psplit, 7)]
+    kept = configs_for_shape(names, 128, 512, 4000, H200_SMS)  # 2000 and 1000 columns fit; 500, 250 and 571.4 do not
     assert [n for n in kept if n.startswith(psplit)] == [split_name(psplit, 2), split_name(psplit, 4)]
     assert DEFAULT_CONFIG in kept and STREAMK + "/splitk3" in kept
+
+
+def test_tuner_leaves_out_splits_where_the_grid_fills_a_wave():
+    """Parallel split-K is timed only where its own whole-K grid has fewer tiles than SMs; the other configs
+    (stream-K splits included) are timed everywhere."""
+    from vlattn.tune import configs_for_shape
+    by_tile = {c.out_tile(): c.name for c in GEMM_CONFIGS if c.scheduler == "splitk"}
+    p64, p128 = by_tile[(64, 64)], by_tile[(64, 128)]
+    names = expand_splits([DEFAULT_CONFIG, p64, p128, STREAMK])
+    others = [n for n in names if not n.startswith((p64, p128))]
+    assert configs_for_shape(names, 392, 1024, 4096, H200_SMS) == names  # 112 and 56 tiles
+    # 1024 x 512: 128 tiles of 64x64 (under 132), 64 of 64x128; 1056 x 512: 136 of 64x64 (a full wave)
+    assert configs_for_shape(names, 1024, 512, 3584, H200_SMS) == names
+    kept = configs_for_shape(names, 1056, 512, 3584, H200_SMS)
+    assert not any(n.startswith(p64 + "/") for n in kept) and split_name(p128, 2) in kept
+    assert configs_for_shape(names, 8192, 4096, 4096, H200_SMS) == others
+    assert configs_for_shape(names, 8192, 4096, 4096, 1 << 30) == names  # --all-splits
 
 
 def test_parallel_split_config_rules():

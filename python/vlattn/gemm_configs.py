@@ -164,7 +164,12 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # there (128x128 tiles, a fix-up in the workspace). These run the ping-pong kernel batched over K slices
     # (fp32 partials, kernels/sm90_gemm.cuh) and a reduction kernel (kernels/splitk_reduce.h), launched with PDL.
     # Always named "<config>/splitk<N>"; K must cut into N equal slices of a multiple of 8 columns. Tuned table
-    # only: the wave model does not price the partials' traffic.
+    # only: the wave model does not price the partials' traffic. Measured (H100, sixty-fourth session, two tuner
+    # runs; bench/runs/2026-12-07_a1f4d40_h100_tune_psplit_*): faster than every whole-K config where that grid
+    # has <= 56 tiles: 128x512x3584+b 10.6-11.2 us against 12.1-12.4 (cuBLAS 11.0), 256x512x3584+b 10.8-11.1
+    # against 12.3-12.4 (cuBLAS 11.2), 392x1024x4096+b 16.2-16.5 on 64x128/splitk2 against 17.6-17.9 (cuBLAS
+    # 15.0); from 80 tiles up (613x512) and at N = 3584 / 4096 slower (-2% to -44%). Not in the H200 table yet:
+    # that needs an H200 tuner run.
     GemmConfig("t64x64x64_c1x1_pingpong_psplit", (64, 64, 64), (1, 1), "pingpong", "splitk", efficiency=0.5,
                rule=False),
     GemmConfig("t64x128x64_c1x1_pingpong_psplit", (64, 128, 64), (1, 1), "pingpong", "splitk", efficiency=0.85,

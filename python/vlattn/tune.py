@@ -4,7 +4,7 @@ on the workloads' projection shapes and write the tuned table
 that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
 
     python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--rounds 3] [--problem 007|034|all]
-                          [--min-m M] [--max-m M] [--configs a,b,...]
+                          [--min-m M] [--max-m M] [--configs a,b,...] [--all-splits]
 
 Each config is checked against F.linear on the shape before it is timed (a config that fails is
 never chosen); timing is the bench's cold-L2 CUDA-event median over --rounds rounds per shape, the
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _ext, bench, workloads
-from .gemm_configs import expand_splits, splits_fit
+from .gemm_configs import BY_NAME, expand_splits, parse_name, splits_fit
 from .ops import linear
 
 
@@ -39,20 +39,38 @@ def round_orders(configs: list[str], rounds: int) -> list[list[str]]:
 _CUBLAS = "<cublas>"  # cuBLAS's slot in the rotation (no config name has angle brackets)
 
 
-def configs_for_k(configs: list[str], k: int) -> list[str]:
-    """The configs that run at this K: a parallel split-K count that does not cut K into equal slices of a
-    multiple of 8 columns is refused by the op (gemm_configs.splits_fit), so it is left out, never timed."""
-    return [name for name in configs if splits_fit(name, k)]
+def configs_for_shape(configs: list[str], m: int, n: int, k: int, sm_count: int) -> list[str]:
+    """The configs worth timing on this shape. A parallel split-K count that does not cut K into equal slices
+    of a multiple of 8 columns is refused by the op (gemm_configs.splits_fit), so it is left out, never timed.
+    So is a parallel split-K config whose own whole-K grid already fills a wave (>= sm_count tiles): splitting
+    then adds no busy SM, only the fp32 partials' round trip. Measured on an H100 (bench/NOTES.md,
+    sixty-fourth session): it won only where its grid had 16-56 tiles, and lost on every grid of 80 tiles or
+    more, by up to 44%; those calls were 47% of the full tuner's timed GPU time."""
+    kept = []
+    for name in configs:
+        if not splits_fit(name, k):
+            continue
+        base, splits = parse_name(name)
+        config = BY_NAME.get(base)
+        if config is not None and config.scheduler == "splitk" and splits > 1:
+            tm, tn = config.out_tile()
+            if -(-m // tm) * -(-n // tn) >= sm_count:
+                continue
+        kept.append(name)
+    return kept
 
 
 def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int,
-            rounds: int = 1, host_ahead: bool = True) -> dict:
+            rounds: int = 1, host_ahead: bool = True, prune: bool = True) -> dict:
     """Per shape: every config checked against F.linear, then ``rounds`` rounds of ``iters / rounds``
     cold calls each, the order rotated per round (round_orders); the median over all of a config's calls.
     cuBLAS (F.linear, for the reader) takes its turn in the same rotation: timed in one block after the
     configs, it read 20-60% high on many shapes in the thirtieth session's three tuner processes while the
-    bench's GEMM mode read it normally (bench/NOTES.md)."""
+    bench's GEMM mode read it normally (bench/NOTES.md). ``prune``: configs_for_shape's full-wave rule for
+    parallel split-K (off: only the K fit)."""
     timer = bench.CudaTimer(device, host_ahead=host_ahead)
+    prune = prune and device.type == "cuda"  # (the tests run measure on the CPU with fake configs)
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count if prune else 1 << 30
     timings = {}
     per_round = max(1, iters // max(1, rounds))
     for s in shapes:
@@ -60,7 +78,7 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
         ref = F.linear(x, w, b)
         out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
         samples: dict[str, list[float]] = {}  # the configs that are right on this shape
-        for name in configs_for_k(configs, s.k):
+        for name in configs_for_shape(configs, s.m, s.n, s.k, sm_count):
             out.fill_(float("nan"))
             linear(x, w, b, out=out, config=name)
             if bench.compare_gemm(out, ref)["ok"]:
@@ -134,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-m", type=int, default=0, help="only shapes with at least this many rows")
     parser.add_argument("--max-m", type=int, default=1 << 30, help="only shapes with at most this many rows")
     parser.add_argument("--configs", default=None, help="comma-separated config names (default: every compiled one)")
+    parser.add_argument("--all-splits", action="store_true",
+                        help="also time parallel split-K where its whole-K grid fills a wave (left out by default)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("vlattn.tune: no CUDA device; tuning needs the GPU it tunes for", file=sys.stderr)
@@ -152,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         parser.error(f"--rounds: expected at least 1, got {args.rounds}")
     timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed, args.rounds,
-                      host_ahead=args.timer == "ahead")
+                      host_ahead=args.timer == "ahead", prune=not args.all_splits)
     props = torch.cuda.get_device_properties(device)
     table = {
         "meta": {"gpu": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
