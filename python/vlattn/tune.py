@@ -44,8 +44,9 @@ def configs_for_shape(configs: list[str], m: int, n: int, k: int, sm_count: int)
     of a multiple of 8 columns is refused by the op (gemm_configs.splits_fit), so it is left out, never timed.
     So is a parallel split-K config whose own whole-K grid already fills a wave (>= sm_count tiles): splitting
     then adds no busy SM, only the fp32 partials' round trip. Measured on an H100 (bench/NOTES.md,
-    sixty-fourth session): it won only where its grid had 16-56 tiles, and lost on every grid of 80 tiles or
-    more, by up to 44%; those calls were 47% of the full tuner's timed GPU time."""
+    sixty-fourth session): it won only where its grid had 8-56 tiles and lost on every grid of 80 tiles or
+    more; the calls this leaves out (132 tiles and up) lost by 25-84% and were 47% of the full tuner's timed
+    GPU time."""
     kept = []
     for name in configs:
         if not splits_fit(name, k):
