@@ -2,7 +2,9 @@
 
 The tuned table (data/gemm_tuned_h200.json) maps "M,N,K" to a config name measured best on an
 H200; it serves the H100 too (the tuner run there on 2026-12-06 kept all 9 entries and found no shape where
-the dispatched config was >= 5% slower than the fastest: bench/compare_tuned.py, docs/results.md).
+the dispatched config was >= 5% slower than the fastest: bench/compare_tuned.py, docs/results.md). On
+2026-12-07 the H100's tuner kept the 9 again and added three parallel split-K entries (128 and 256 x 512 x 3584,
+392 x 1024 x 4096; 9-16% faster there); they are not in this table until an H200 tuner run agrees.
 `VLATTN_LOG=1` prints each decision once. Config names come from gemm_configs.py, the same
 list setup.py compiled.
 """
