@@ -51,8 +51,7 @@ def estimated_cost(config: GemmConfig, m: int, n: int, sm_count: int, concurrent
     in the same waves. csrc/ops/linear.cpp (gemm_analytic_pick, for the QKV 'gemm' config) is the
     same model in C++; tests/test_dispatch.py checks that the two agree."""
     tm, tn = config.out_tile()
-    tiles = math.ceil(m / tm) * math.ceil(n / tn)
-    waves = math.ceil(tiles * max(concurrent, 1) / sm_count)
+    waves = math.ceil(config.tile_count(m, n) * max(concurrent, 1) / sm_count)
     return waves * tm * tn / config.efficiency
 
 

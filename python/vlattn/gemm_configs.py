@@ -63,6 +63,11 @@ class GemmConfig:
         tm, tn, _ = self.tile
         return (tn, tm) if self.swap_ab else (tm, tn)
 
+    def tile_count(self, m: int, n: int) -> int:
+        """Output tiles of an M x N GEMM on this config's grid (partial tiles count whole)."""
+        tm, tn = self.out_tile()
+        return -(-m // tm) * -(-n // tn)
+
     def __post_init__(self) -> None:
         tm, tn, tk = self.tile
         cm, cn = self.cluster

@@ -53,25 +53,22 @@ def configs_for_shape(configs: list[str], m: int, n: int, k: int, sm_count: int)
             continue
         base, splits = parse_name(name)
         config = BY_NAME.get(base)
-        if config is not None and config.scheduler == "splitk" and splits > 1:
-            tm, tn = config.out_tile()
-            if -(-m // tm) * -(-n // tn) >= sm_count:
-                continue
+        if config is not None and config.scheduler == "splitk" and splits > 1 and config.tile_count(m, n) >= sm_count:
+            continue
         kept.append(name)
     return kept
 
 
 def measure(shapes: list, configs: list[str], device: torch.device, iters: int, warmup: int, seed: int,
-            rounds: int = 1, host_ahead: bool = True, prune: bool = True) -> dict:
+            rounds: int = 1, host_ahead: bool = True, sm_count: int | None = None) -> dict:
     """Per shape: every config checked against F.linear, then ``rounds`` rounds of ``iters / rounds``
     cold calls each, the order rotated per round (round_orders); the median over all of a config's calls.
     cuBLAS (F.linear, for the reader) takes its turn in the same rotation: timed in one block after the
     configs, it read 20-60% high on many shapes in the thirtieth session's three tuner processes while the
-    bench's GEMM mode read it normally (bench/NOTES.md). ``prune``: configs_for_shape's full-wave rule for
-    parallel split-K (off: only the K fit)."""
+    bench's GEMM mode read it normally (bench/NOTES.md). ``sm_count``: configs_for_shape's full-wave rule
+    for parallel split-K at this many SMs (None: only the K fit)."""
     timer = bench.CudaTimer(device, host_ahead=host_ahead)
-    prune = prune and device.type == "cuda"  # (the tests run measure on the CPU with fake configs)
-    sm_count = torch.cuda.get_device_properties(device).multi_processor_count if prune else 1 << 30
+    sm_count = 1 << 30 if sm_count is None else sm_count
     timings = {}
     per_round = max(1, iters // max(1, rounds))
     for s in shapes:
@@ -172,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         configs = wanted
     if args.rounds < 1:
         parser.error(f"--rounds: expected at least 1, got {args.rounds}")
-    timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed, args.rounds,
-                      host_ahead=args.timer == "ahead", prune=not args.all_splits)
     props = torch.cuda.get_device_properties(device)
+    timings = measure(shapes, configs, device, args.iters, args.warmup, args.seed, args.rounds,
+                      host_ahead=args.timer == "ahead",
+                      sm_count=None if args.all_splits else props.multi_processor_count)
     table = {
         "meta": {"gpu": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
                  "cuda": torch.version.cuda, "date": datetime.date.today().isoformat(),
