@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The sixty-fifth session, device calls on one warm H200 (each issued as soon as the one before returns):
 #
-#   run(command="PARTS='readme tune' bash bench/pending/call65.sh <sha>", carry=[".whl", "prebuilt"], kind="nvidia-h200")
-#   run(command="PARTS=gemm bash bench/pending/call65.sh <sha>", carry=[".whl", "prebuilt"])
-# (~300 + ~200 s, then ~230 s; the README run first: the H200 table is eleven sessions old, and a failed start
-# may leave budget for one call only).
+#   run(command="PARTS=auto1 bash bench/pending/call65.sh <sha>", carry=[".whl", "prebuilt"], kind="nvidia-h200")
+#   run(command="PARTS=auto2 bash bench/pending/call65.sh <sha>", carry=[".whl", "prebuilt"])
+# auto1 is "readme tune" on an H200 (~300 + ~200 s; the README run first: the H200 table is eleven sessions old, and
+# a failed start may leave budget for one call only), "suite tune" on an H100; auto2 is "suite gemm" on an H200,
+# "gemm" on an H100. Or name the parts: PARTS="suite gemm".
 #
 # tune:   the full GEMM tuner (`python3 -m vlattn.tune --iters 30`, with the sixty-fourth session's rule that times a
 #         parallel split-K config only where its whole-K grid is under one wave), then the table decision below.
@@ -12,6 +13,7 @@
 #         128x512x3584+b, 256x512x3584+b and 392x1024x4096+b with >= 5% over the best whole-K config, the other 9
 #         entries unchanged.
 # readme: the README run (readme_run.sh; EPI_SKIP=0 adds call60.sh's epilogue A/B, ~90 s).
+# suite:  the whole GPU suite (SUITE_JOBS=3 gpu_check.sh test; last run on an H100 at 1273 passed, before psplit).
 # gemm:   `vlattn-bench --mode gemm` on the table decided (the tuner's JSON kept in /tmp/vlattn65 by a call before).
 #
 # The decision: if the H200 tuner picks a `_psplit/` config for all three shapes, the table becomes
@@ -21,7 +23,16 @@
 # committed table).
 set -uo pipefail
 A=${1:?sha}
-PARTS=" ${PARTS:-readme tune gemm} "  # in this order whatever the order given
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+PARTS=${PARTS:-auto1}
+case "$PARTS:$GPU" in  # auto1 / auto2: what the first / second call on this kind of GPU should run
+  auto1:*H200*) PARTS="readme tune" ;;
+  auto1:*) PARTS="suite tune" ;;
+  auto2:*H200*) PARTS="suite gemm" ;;
+  auto2:*) PARTS="gemm" ;;
+esac
+echo "call65: $GPU: parts $PARTS"
+PARTS=" $PARTS "  # run in the order below whatever the order given
 want() { [[ $PARTS == *" $1 "* ]]; }
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
@@ -42,6 +53,11 @@ EOF
 if want readme; then  # the layers don't read the three entries (bench/NOTES.md): the committed table is fine
   decide | tee "$R/decision.txt"
   OUT=$R PROBE_SKIP=1 EPI_SKIP=${EPI_SKIP:-1} README_BUDGET_S=${README_BUDGET_S:-300} bash bench/pending/call60.sh "$A"
+fi
+if want suite; then  # the whole GPU suite on this commit's module (~180 s in three processes)
+  mkdir -p "$R/suite"
+  OUT=$R/suite VLATTN_COMMIT=$A CALL_BUDGET_S=235 TEST_TIMEOUT_S=210 SUITE_JOBS=3 scripts/gpu_check.sh test
+  (cd "$R" && tar czf suite65.tar.gz suite && rm -rf suite)
 fi
 if want tune; then
   mkdir -p "$R/tune"
