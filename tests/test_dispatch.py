@@ -457,9 +457,11 @@ def test_tuner_rotates_the_config_order():
     assert round_orders(names, 1) == [names]
 
 
-def test_tuner_rotates_cublas_with_the_configs(monkeypatch):
+def test_tuner_rotates_cublas_with_the_configs(monkeypatch, capsys):
     """cuBLAS takes a turn in every round's rotation (not one block after the configs), a config that is
-    wrong on a shape is never timed, and each column's median comes from its own samples."""
+    wrong on a shape is never timed, and each column's median comes from its own samples. A config the
+    full-wave rule leaves out is never called, is listed under "left_out" and prints "skip"; a wrong one
+    prints "FAIL"."""
     import torch
 
     from vlattn import bench, tune
@@ -491,9 +493,13 @@ def test_tuner_rotates_cublas_with_the_configs(monkeypatch):
     monkeypatch.setattr(tune, "linear", fake_linear)
     monkeypatch.setattr(tune.F, "linear", fake_cublas)
     shape = bench.GemmShape(8, 16, 32, True)
-    timings = tune.measure([shape], ["good", "wrong", "other"], torch.device("cpu"), iters=6, warmup=0, seed=0,
-                           rounds=3)
+    psplit = split_name(next(c.name for c in GEMM_CONFIGS if c.scheduler == "splitk"), 2)
+    timings = tune.measure([shape], ["good", "wrong", "other", psplit], torch.device("cpu"), iters=6, warmup=0,
+                           seed=0, rounds=3, sm_count=1)  # one SM: the split's one-tile grid fills a wave
     t = timings[shape.label]
-    assert t["us"] == {"good": 10.0, "wrong": None, "other": 20.0} and t["cublas_us"] == 15.0
+    assert t["us"] == {"good": 10.0, "wrong": None, "other": 20.0, psplit: None} and t["cublas_us"] == 15.0
+    assert t["left_out"] == [psplit] and psplit not in calls
+    printed = capsys.readouterr().out
+    assert "wrong=FAIL" in printed and f"{psplit}=skip" in printed and "good=10.0" in printed
     assert "wrong" not in order
     assert order == ["good", "other", tune._CUBLAS, "other", tune._CUBLAS, "good", tune._CUBLAS, "good", "other"]

@@ -46,7 +46,7 @@ e = json.load(open(sys.argv[1]))["entries"]
 keys = ("128,512,3584", "256,512,3584", "392,1024,4096")
 picks = {k: e.get(k, "(no entry: the fallback)") for k in keys}
 ok = all("_psplit/" in v for v in picks.values())
-print("call65: H200 picks", picks, "->", "predicted table (pred65)" if ok else "committed table")
+print("call65: tuner picks", picks, "->", "predicted table (pred65)" if ok else "committed table")
 sys.exit(0 if ok else 1)
 EOF
 }

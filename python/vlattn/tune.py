@@ -76,7 +76,8 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
         ref = F.linear(x, w, b)
         out = torch.empty(s.m, s.n, dtype=torch.bfloat16, device=device)
         samples: dict[str, list[float]] = {}  # the configs that are right on this shape
-        for name in configs_for_shape(configs, s.m, s.n, s.k, sm_count):
+        timed = configs_for_shape(configs, s.m, s.n, s.k, sm_count)
+        for name in timed:
             out.fill_(float("nan"))
             linear(x, w, b, out=out, config=name)
             if bench.compare_gemm(out, ref)["ok"]:
@@ -88,11 +89,16 @@ def measure(shapes: list, configs: list[str], device: torch.device, iters: int, 
             for name in order:
                 samples[name] += timer(calls[name], per_round, warmup)
         cublas = bench.time_stats(samples.pop(_CUBLAS))["us_median"]
-        # None: wrong on this shape, never chosen.
+        # None: never chosen here, either left out (configs_for_shape: the K fit, the full-wave rule; listed under
+        # "left_out", printed "skip") or wrong on this shape (printed "FAIL": a kernel bug to look at).
         row = {n: bench.time_stats(samples[n])["us_median"] if n in samples else None for n in configs}
-        timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row, "cublas_us": cublas}
+        left_out = [n for n in configs if n not in timed]
+        timings[s.label] = {"m": s.m, "n": s.n, "k": s.k, "bias": s.bias, "us": row, "cublas_us": cublas,
+                            "left_out": left_out}
         best = min((us, n) for n, us in row.items() if us is not None)
-        print(f"{s.label:>22}  " + "  ".join(f"{n}={us:.1f}" if us else f"{n}=FAIL" for n, us in row.items())
+        cells = [f"{n}={us:.1f}" if us is not None else f"{n}=skip" if n in left_out else f"{n}=FAIL"
+                 for n, us in row.items()]
+        print(f"{s.label:>22}  " + "  ".join(cells)
               + f"  cublas={cublas:.1f}  -> {best[1]} ({cublas / best[0]:.3f}x cuBLAS)", flush=True)
     return timings
 
