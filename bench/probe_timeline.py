@@ -183,8 +183,8 @@ def main():
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
     if args.gemms:
-        from vlattn.gemm_configs import GEMM_CONFIGS
-        configs = args.configs.split(",") if args.configs else ["auto"] + [c.name for c in GEMM_CONFIGS]
+        from vlattn.gemm_configs import GEMM_CONFIGS, runnable_name
+        configs = args.configs.split(",") if args.configs else ["auto"] + [runnable_name(c) for c in GEMM_CONFIGS]
         jobs = [(f"{spec} {label}", fn) for spec in args.gemms.split(",") for label, fn in gemm_fns(spec, configs)]
     else:
         jobs = [(w.name, layer_fn(w)) for w in select_workloads(W.load(), args.workloads)]

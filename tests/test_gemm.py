@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 import vlattn
 from vlattn import workloads as W
-from vlattn.gemm_configs import GEMM_CONFIGS, PARALLEL_SPLITS, SPLITS, is_valid_name, parse_name, splits_fit, split_name
+from vlattn.gemm_configs import (GEMM_CONFIGS, PARALLEL_SPLITS, SPLITS, is_valid_name, parse_name, runnable_name,
+                                 splits_fit, split_name)
 from conftest import BF16, poisoned, rel_fro, requires_sm90
 
 pytestmark = requires_sm90
@@ -85,7 +86,7 @@ def test_tails(m, n, k, bias):
 # Every compiled config by a name vlattn.linear runs: a parallel split-K config exists only as '<name>/splitk<N>' (the
 # bare name is refused: test_invalid), so it runs here as /splitk2 (its other splits: test_parallel_split_k). Checked
 # at collection, so that CPU runs catch a name the GPU would refuse.
-EACH_CONFIG = [split_name(c.name, 2) if c.scheduler == "splitk" else c.name for c in GEMM_CONFIGS]
+EACH_CONFIG = [runnable_name(c) for c in GEMM_CONFIGS]
 assert all(is_valid_name(name) and splits_fit(name, 3584) for name in EACH_CONFIG), EACH_CONFIG
 
 

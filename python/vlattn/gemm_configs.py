@@ -212,6 +212,12 @@ def split_name(base: str, splits: int) -> str:
     return base if splits == 1 else f"{base}/splitk{splits}"
 
 
+def runnable_name(config: GemmConfig) -> str:
+    """A name vlattn.linear runs the config by: its own, or a parallel split-K one at its smallest split (the bare
+    name of a config that always splits is refused)."""
+    return split_name(config.name, PARALLEL_SPLITS[0]) if config.scheduler == "splitk" else config.name
+
+
 def parse_name(name: str) -> tuple[str, int]:
     """"<config>" -> (config, 1); "<config>/splitk<N>" -> (config, N). Raises ValueError otherwise."""
     base, sep, suffix = name.partition("/")
