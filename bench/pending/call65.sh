@@ -17,7 +17,7 @@
 # gemm:   `vlattn-bench --mode gemm` on the table decided (the tuner's JSON kept in /tmp/vlattn65 by a call before).
 #
 # The decision: if the H200 tuner picks a `_psplit/` config for all three shapes, the table becomes
-# bench/pending/gemm_tuned_h200_pred65.json (the committed table plus the H100's three entries; prebuilt/ holds its
+# what bench/pending/pred65_table.py writes (the committed table plus the H100's three entries; prebuilt/ holds its
 # module, so nothing builds here); otherwise the committed table stays. The tuner's JSON is also kept in
 # /tmp/vlattn65 so a later call on the same warm machine makes the same decision (a fresh machine: the
 # committed table).
@@ -40,7 +40,7 @@ KEEP=/tmp/vlattn65
 mkdir -p "$KEEP"
 decide() {  # copies the predicted table over the committed one when the tuner's JSON says so
   [ -f "$KEEP/tune_full.json" ] || { echo "call65: no tuner JSON: committed table"; return; }
-  python3 - "$KEEP/tune_full.json" <<'EOF' && cp bench/pending/gemm_tuned_h200_pred65.json python/vlattn/data/gemm_tuned_h200.json
+  python3 - "$KEEP/tune_full.json" <<'EOF' && python3 bench/pending/pred65_table.py
 import json, sys
 e = json.load(open(sys.argv[1]))["entries"]
 keys = ("128,512,3584", "256,512,3584", "392,1024,4096")
