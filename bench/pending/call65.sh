@@ -5,7 +5,7 @@
 #   run(command="PARTS=auto2 bash bench/pending/call65.sh <sha>", carry=[".whl", "prebuilt"])
 # auto1 is "readme tune" on an H200 (~300 + ~200 s; the README run first: the H200 table is eleven sessions old, and
 # a failed start may leave budget for one call only), "suite" on an H100; auto2 is "suite gemm" on an H200,
-# "gemm" on an H100. Or name the parts: PARTS="suite gemm".
+# "gemm" on an H100; `PARTS=h200` is auto1's H200 parts and nothing elsewhere (once the H100 suite has run). Or name the parts: PARTS="suite gemm".
 #
 # tune:   the full GEMM tuner (`python3 -m vlattn.tune --iters 30`, with the sixty-fourth session's rule that times a
 #         parallel split-K config only where its whole-K grid is under one wave), then the table decision below.
@@ -30,6 +30,8 @@ case "$PARTS:$GPU" in  # auto1 / auto2: what the first / second call on this kin
   auto1:*) PARTS="suite" ;;  # the H100 tuner picks are known (three runs agree)
   auto2:*H200*) PARTS="suite gemm" ;;
   auto2:*) PARTS="gemm" ;;
+  h200:*H200*) PARTS="readme tune" ;;  # the README run + tuner on an H200, nothing on another GPU (~1 s)
+  h200:*) echo "call65: $GPU is not an H200: nothing run"; exit 0 ;;
 esac
 echo "call65: $GPU: parts $PARTS"
 PARTS=" $PARTS "  # run in the order below whatever the order given
