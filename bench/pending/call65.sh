@@ -5,7 +5,8 @@
 #   run(command="PARTS=auto2 bash bench/pending/call65.sh <sha>", carry=[".whl", "prebuilt"])
 # auto1 is "readme tune" on an H200 (~300 + ~200 s; the README run first: the H200 table is eleven sessions old, and
 # a failed start may leave budget for one call only), "suite" on an H100; auto2 is "suite gemm" on an H200,
-# "gemm" on an H100; `PARTS=h200` is auto1's H200 parts and nothing elsewhere (once the H100 suite has run). Or name the parts: PARTS="suite gemm".
+# "gemm" on an H100; `PARTS=h200` is auto1's H200 parts and nothing on another GPU (once the H100 suite has run).
+# Or name the parts: PARTS="suite gemm".
 #
 # tune:   the full GEMM tuner (`python3 -m vlattn.tune --iters 30`, with the sixty-fourth session's rule that times a
 #         parallel split-K config only where its whole-K grid is under one wave), then the table decision below.
