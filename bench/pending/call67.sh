@@ -21,7 +21,7 @@ esac
 if [ -z "${QKV_SKIP:-}" ]; then
   T='python3 bench/probe_timeline.py --modes graph --reps 8 --workloads 007:1,007:7,007:4'
   OUT=$R/qkv VLATTN_COMMIT=$A CALL_BUDGET_S=200 PROBE_TIMEOUT_S=90 \
-    PROBE_CMDS="$T; VLATTN_QKV_GEMM_STREAMS=0 $T; VLATTN_QKV_GROUPED_MAX_M=1000000 $T; python3 bench/probe_timeline.py --reps 8 --gemms 16384x4608x3584+b,8192x4608x3584+b,17312x4608x3584+b,16384x3584x3584+b,16384x512x3584+b --configs auto" \
+    PROBE_CMDS="$T; VLATTN_QKV_GEMM_STREAMS=0 $T; VLATTN_QKV_GROUPED_MAX_M=1000000 $T; python3 bench/probe_timeline.py --reps 8 --gemms 16384x4608x3584+b,8192x4608x3584+b,17312x4608x3584+b,16384x3584x3584+b,16384x512x3584+b --configs auto,t128x128x64_c1x1_coop" \
     scripts/gpu_check.sh probe
   (cd "$R" && tar czf qkv67.tar.gz qkv && rm -rf qkv)
 fi
