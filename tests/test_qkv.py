@@ -643,37 +643,6 @@ def test_gemm_epilogue_is_bitwise_neutral(tmp_path, rng_seed):
                                   "RoPE epilogue vs the RoPE pass", values=("1", "2", "3", "4"))
 
 
-_STACKED_SCRIPT = r"""
-import sys, torch, vlattn
-torch.manual_seed(int(sys.argv[2]))
-outs = []
-# 007 at 2 x 4150 = 8300 rows: the rule's 128 x 128 RoPE-epilogue tile (from 8192 rows), so every group in one
-# stacked launch; the last row tile partial, odd head counts (9 / 3 / 3: 15 tile columns, groups starting at
-# tile columns 0, 9 and 12), then without biases and with the HF mRoPE split on a caller's non-default stream.
-x = torch.randn(2, 4150, 256, dtype=torch.bfloat16, device="cuda")
-w = [torch.randn(h * 128, 256, dtype=torch.bfloat16, device="cuda") * 0.05 for h in (9, 3, 3)]
-b = [torch.randn(h * 128, dtype=torch.bfloat16, device="cuda") for h in (9, 3, 3)]
-cos, sin = torch.randn(2, 3, 2, 4150, 128, dtype=torch.bfloat16, device="cuda")
-outs += list(vlattn.mrope_qkv(x, w[0], b[0], w[1], b[1], w[2], b[2], cos, sin, config="gemm"))
-side = torch.cuda.Stream()
-with torch.cuda.stream(side):
-    outs += list(vlattn.mrope_qkv(x, w[0], None, w[1], None, w[2], None, cos, sin, config="gemm",
-                                  mrope_section=(16, 24, 24, 16, 24, 24)))
-torch.cuda.synchronize()
-torch.save([t.cpu() for t in outs], sys.argv[1])
-"""
-
-
-@requires_sm90
-def test_gemm_stacked_is_bitwise_neutral(tmp_path, rng_seed):
-    """The stacked launch (every group of 007's launch in one GEMM, each tile column through its group's weight
-    descriptor and epilogue arguments; VLATTN_QKV_STACKED, default on) gives the bits of one epilogue GEMM per
-    group (=0) on random inputs: the same tile, mainloop and epilogue code per tile. The exact tests
-    (test_gemm_epilogue_exact's pingpong128 cases, VLATTN_QKV_GEMM_EPI=4) run it against the reference."""
-    assert_switch_bitwise_neutral(_STACKED_SCRIPT, tmp_path, rng_seed, "VLATTN_QKV_STACKED", 6,
-                                  "stacked vs per-group epilogue GEMMs")
-
-
 _EPI_POS1D_SCRIPT = r"""
 import sys, torch, vlattn
 torch.manual_seed(int(sys.argv[2]))

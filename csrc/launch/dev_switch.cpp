@@ -46,7 +46,6 @@ constexpr Entry kTable[] = {
     {"VLATTN_PDL", 1, true},
     {"VLATTN_ATTN_SPLIT_KEYS", 1, false},
     {"VLATTN_LAYER_SCRATCH", 1, false},
-    {"VLATTN_QKV_STACKED", 1, true},
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kCount, "one entry per DevSwitch");
 

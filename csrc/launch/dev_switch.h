@@ -41,7 +41,6 @@ enum class DevSwitch : int {
   kPdl,                // VLATTN_PDL: programmatic dependent launch between our kernels
   kAttnSplitKeys,      // VLATTN_ATTN_SPLIT_KEYS: the split-key kernel for short launches, 0 never, 1 rule, 2 whenever eligible
   kLayerScratch,       // VLATTN_LAYER_SCRATCH: a small layer's intermediates from one block (ops/scratch.h)
-  kQkvStacked,         // VLATTN_QKV_STACKED: a launch's groups on the RoPE-epilogue GEMM in one launch, 0 off, 1 rule
   kCount
 };
 

@@ -484,32 +484,6 @@ GemmStatus run_gemm_epi(const GemmRopeEpiParams& e, QkvEpiTile tile, const at::T
                  : gemm_rope_epi_run(e, ws, ws_bytes);
 }
 
-// VLATTN_QKV_STACKED (a dev switch, default on): a launch whose groups all take the RoPE-epilogue GEMM on the
-// 128 x 128 ping-pong tile runs them as one stacked GEMM (qkv/gemm_rope_epi.h; 007 from 8192 rows) instead of one
-// GEMM per group with the last on a side stream. 0: the per-group GEMMs (an A/B; the same bits).
-bool stacked_enabled() { return dev_switch_on(DevSwitch::kQkvStacked); }
-
-// Every group of p in one stacked GEMM launch on the caller's stream (the groups' epilogue arguments as the
-// per-group path builds them).
-GemmStatus run_gemm_stacked(const QkvParams& p, const GemmParams& gp, const void* pos_table,
-                            const at::TensorOptions& like) {
-  GemmRopeStackedParams st;
-  st.gemm = gp;
-  st.groups = p.num_groups;
-  for (int g = 0; g < p.num_groups; ++g) {
-    const GemmRopeEpiParams e = epi_params(p, p.groups[g], gp, pos_table);
-    st.b[g] = p.groups[g].weight;
-    st.ldb[g] = p.groups[g].ldw;
-    st.mode[g] = e.mode;
-    st.epi[g] = e.epi;
-  }
-  const size_t ws_bytes = gemm_rope_stacked_workspace_pp128(st);
-  at::Tensor workspace;  // from the caching allocator (the current stream's): capturable
-  if (ws_bytes > 0) workspace = scratch_bytes(like, static_cast<int64_t>(ws_bytes));
-  RECORD_USER_SCOPE("vlattn.gemm_epi.stacked");
-  return gemm_rope_stacked_run_pp128(st, ws_bytes ? workspace.data_ptr() : nullptr, ws_bytes);
-}
-
 // With `defer`, the RoPE pass is left to the caller (launch_rope_passes), which gets y in *defer; returns
 // whether a pass was left there (false: every group's RoPE ran in its GEMM epilogue).
 bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutputs& outs,
@@ -600,11 +574,8 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     tail_bytes = grouped_gemm_workspace_bytes(tail, tail_tile);  // 0 where the grouped GEMM refuses the groups
   }
   const bool tail_grouped = tail_bytes > 0;
-  // Every group on the 128 x 128 RoPE-epilogue tile: one stacked launch (stacked_enabled), no side stream.
-  const bool stacked = p.num_groups >= 2 && n_epi == p.num_groups && tile == QkvEpiTile::kPingPong128x128 &&
-                       stacked_enabled();
   const bool two_equal = p.num_groups == 2 && p.groups[0].heads == p.groups[1].heads;
-  const bool side = !stacked && !tail_grouped && p.num_groups >= 2 && gemm_side_stream(p.m, two_equal);
+  const bool side = !tail_grouped && p.num_groups >= 2 && gemm_side_stream(p.m, two_equal);
   c10::optional<c10::cuda::CUDAStream> side_stream;
   if (side) {
     ForkJoin& ev = fork_join_events(device);
@@ -615,22 +586,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
   // Two equal-width groups run side by side: their GEMMs share the machine (gemm_pair_waves_enabled).
   const bool pair = side && two_equal;
   const int concurrent = pair && gemm_pair_waves_enabled() ? 2 : 1;
-  if (stacked) {
-    GemmParams gp;
-    gp.a = p.x;
-    gp.m = p.m;
-    gp.k = p.k;
-    gp.lda = p.ldx;
-    gp.device = device;
-    gp.sm_count = p.sm_count;
-    gp.stream = p.stream;
-    const GemmStatus status =
-        run_gemm_stacked(p, gp, pos_table.defined() ? pos_table.data_ptr() : nullptr, x.options());
-    VLATTN_HOST_MARK("qkv.gemm_rope.stacked");
-    TORCH_CHECK(status == GemmStatus::kSuccess, op, ": stacked projection GEMM with the RoPE epilogue failed for M=",
-                num(p.m), " K=", num(p.k), " and ", num(p.num_groups), " groups: ", gemm_status_string(status));
-  }
-  for (int i = 0; i < (stacked ? 0 : tail_grouped ? 1 : p.num_groups); ++i) {
+  for (int i = 0; i < (tail_grouped ? 1 : p.num_groups); ++i) {
     // The side stream's group goes first so that it starts with the others, not after them. (Launching it
     // last, for an earlier first launch, measured the same: bench/NOTES.md twenty-fifth session.)
     const int g = side ? (i == 0 ? p.num_groups - 1 : i - 1) : i;

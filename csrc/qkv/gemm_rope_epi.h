@@ -52,37 +52,6 @@ struct GemmRopeEpiParams {
   GemmRopeEpilogueArgs epi;
 };
 
-// Every group of a QKV launch in one GEMM launch ("stacked"): the groups share x (A), M and K, and each has its
-// own weight, bias, output and RoPE. The GEMM's N is the groups' widths one after another (007: Q's 3584, K's 512,
-// V's 512 columns = 36 tiles of 128), each tile column inside one group; the producer loads the tile's weight
-// through that group's own TMA descriptor and the epilogue writes it with that group's arguments. So the weights are
-// never concatenated, and the persistent scheduler walks all groups' tiles in one grid instead of three GEMMs
-// back to back or side by side. The bits are the per-group epilogue GEMM's on the same tile (the same mainloop and
-// epilogue code for each tile).
-constexpr int kGemmRopeStackMax = kQkvMaxGroups;
-
-// The epilogue's arguments: group g covers the kernel's tile columns [tile_begin[g], tile_begin[g + 1]), with
-// tile_begin of the unused slots INT32_MAX (never selected).
-struct GemmRopeStackedEpilogueArgs {
-  GemmRopeEpilogueArgs group[kGemmRopeStackMax];
-  int tile_begin[kGemmRopeStackMax] = {};
-  int table[kGemmRopeStackMax] = {};  // 1: kTable RoPE, 0: none
-  int groups = 0;
-};
-
-struct GemmRopeStackedParams {
-  GemmParams gemm;  // a, m, k, lda, device, sm_count, stream; b, ldb, n, bias, d: unused (per group below)
-  int groups = 0;
-  const void* b[kGemmRopeStackMax] = {};
-  int64_t ldb[kGemmRopeStackMax] = {};
-  RopeMode mode[kGemmRopeStackMax] = {};  // kTable or kNone
-  GemmRopeEpilogueArgs epi[kGemmRopeStackMax];  // each group's out, bias, heads (N_g = heads * 128), seq, tables
-};
-
-// 128 x 128 ping-pong tiles in 2-CTA clusters along M (the per-group kernel gemm_rope_epi_run_pp128's tile).
-size_t gemm_rope_stacked_workspace_pp128(const GemmRopeStackedParams& p);
-GemmStatus gemm_rope_stacked_run_pp128(const GemmRopeStackedParams& p, void* workspace, size_t bytes);
-
 // The kernels, one translation unit each; which runs: qkv_gemm_epi_tile (qkv/qkv_config.h).
 // 64 x 256 ping-pong tiles in 2-CTA clusters along M (the weight tile multicast to both): one consumer
 // warpgroup's epilogue runs under the other's mainloop (4096-8191 rows).

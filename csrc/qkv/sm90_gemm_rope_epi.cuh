@@ -57,10 +57,18 @@ CUTLASS_DEVICE void quad_transpose(uint32_t (&w)[4], int q) {
   }
 }
 
-// The names CUTLASS's kernel and adapter read of a collective epilogue that works on the accumulators in
-// registers (no shared memory, no workspace), Args being both its Arguments and its Params.
-template <class Args>
-struct RegisterEpilogueBase {
+template <RopeMode kMode, int TileM, int TileN>
+class RopeStoreEpilogue {
+  // Table RoPE or none. (1-D positions would pair channels the same way, but their cos/sin computed
+  // here cost ~50 us per 128 x 256 tile, latency-bound at two warps per scheduler: fourteenth session.)
+  static_assert(kMode == RopeMode::kNone || kMode == RopeMode::kTable,
+                "the register epilogue takes table RoPE or none");
+  static_assert(TileN % kQkvHeadDim == 0, "a tile covers whole heads");
+  static constexpr int kHeadsPerTile = TileN / kQkvHeadDim;
+  static constexpr int kHalf = kQkvHeadDim / 2;
+
+ public:
+  // The names CUTLASS's kernel and adapter read.
   using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
   using ElementC = void;
@@ -69,11 +77,11 @@ struct RegisterEpilogueBase {
   using StrideD = StrideC;
   using GmemTiledCopyC = void;
   using GmemTiledCopyD = void;
-  using ThreadEpilogueOp = void;  // GemmUniversalAdapter names it; the work is the derived class's operator()
+  using ThreadEpilogueOp = void;  // GemmUniversalAdapter names it; the work is operator() below
   struct SharedStorage {};
   using TensorStorage = SharedStorage;
-  using Arguments = Args;
-  using Params = Args;
+  using Arguments = GemmRopeEpilogueArgs;
+  using Params = GemmRopeEpilogueArgs;
 
   template <class ProblemShape>
   static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
@@ -88,216 +96,188 @@ struct RegisterEpilogueBase {
                                               cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
-  CUTLASS_DEVICE bool is_source_needed() { return false; }
-};
-
-// Whether one group's epilogue arguments are usable for a GEMM of n columns (kTable: its tables too).
-CUTLASS_HOST_DEVICE bool rope_epilogue_args_ok(GemmRopeEpilogueArgs const& a, int64_t n, bool table) {
-  return a.out != nullptr && a.seq > 0 && a.heads > 0 && n == int64_t(a.heads) * kQkvHeadDim &&
-         reinterpret_cast<uintptr_t>(a.bias) % 4 == 0 &&
-         (!table || (a.cos != nullptr && a.sin != nullptr && reinterpret_cast<uintptr_t>(a.cos) % 4 == 0 &&
-                     reinterpret_cast<uintptr_t>(a.sin) % 4 == 0 && a.tab_plane_stride % 2 == 0 &&
-                     a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0 &&
-                     epi_table_offsets_fit(a.tab_plane_stride)));
-}
-
-// One tile of the register epilogue for one group (p): out[b, head, s, :] = RoPE(bf16(acc + bias)) for the
-// tile's rows m0.. (M rows in all) and heads head0.. of the group, kTable RoPE or none.
-// The tile in four phases, so that no global load waits behind a store: a load issued after a store
-// the compiler cannot prove disjoint is ordered after it, and an epilogue that interleaved them was a
-// chain of L2 round trips per channel group (fourteenth session, call 1: 10-40 us per tile).
-//   1. bias for the whole tile, all loads in flight together;
-//   2. y = bf16(acc + bias), packed two channels per register (the accumulators die here);
-//   then per row (two per thread and 64-row wgmma atom): 3. kTable: the row's cos/sin, all loads in
-//   flight together;
-//   4. RoPE and the stores. (Both rows' tables at once spilled 56 B in the 128 x 256 kernel.)
-template <RopeMode kMode, int TileM, int TileN, class FrgEngine, class FrgLayout, class TiledMma>
-CUTLASS_DEVICE void rope_store_tile(GemmRopeEpilogueArgs const& p, int M, int m0, int head0,
-                                    cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma,
-                                    int thread_idx) {
-  // Table RoPE or none. (1-D positions would pair channels the same way, but their cos/sin computed
-  // here cost ~50 us per 128 x 256 tile, latency-bound at two warps per scheduler: fourteenth session.)
-  static_assert(kMode == RopeMode::kNone || kMode == RopeMode::kTable,
-                "the register epilogue takes table RoPE or none");
-  static_assert(TileN % kQkvHeadDim == 0, "a tile covers whole heads");
-  constexpr int kHalf = kQkvHeadDim / 2;
-  // MM 64 x TileN wgmma atoms along M per consumer warpgroup: the fragment is ((2, 2, TileN / 8), MM, 1);
-  // MM = 1 on the cooperative 128-row and the ping-pong 64-row tiles, 2 on the ping-pong 128-row tile
-  // (atom mi holds rows + 64 mi).
-  static_assert(rank(FrgLayout{}) == 3 && rank<0>(FrgLayout{}) == 3, "unexpected accumulator fragment");
-  constexpr int MM = decltype(size<1>(acc))::value;
-  static_assert((MM == 1 || MM == 2) && decltype(size<2>(acc))::value == 1,
-                "one or two wgmma atoms along M, one along N, per warpgroup");
-  static_assert(decltype(size<0, 0>(acc))::value == 2 && decltype(size<0, 1>(acc))::value == 2 &&
-                    decltype(size<0, 2>(acc))::value == TileN / 8,
-                "wgmma 64xN accumulator: (2 columns, 2 row halves, N / 8 column groups)");
-  static_assert(TileM == 64 || TileM == 128, "64 or 128 rows per tile");
-  constexpr int H = TileN / kQkvHeadDim;  // heads per tile
-  constexpr int R = 2 * MM;  // rows per thread: row r is row half r % 2 of atom r / 2
-  const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
-  const auto* cos_tab = static_cast<const __nv_bfloat16*>(p.cos);
-  const auto* sin_tab = static_cast<const __nv_bfloat16*>(p.sin);
-
-  auto thr_mma = tiled_mma.get_thread_slice(thread_idx);
-  Tensor tCcD = thr_mma.partition_C(make_identity_tensor(make_shape(Int<TileM>{}, Int<TileN>{})));
-  auto at = [&](int v0, int r, int v2) { return make_coord(make_coord(v0, r % 2, v2), r / 2, 0); };
-
-  // Channel of column group j (< 8) of head 0, v0 = 0: 8 j + 2 (lane % 4); its partner is group j + 8.
-  auto chan = [&](int j) { return int(get<1>(tCcD(at(0, 0, j)))); };
-  const int q = chan(0) / 2;  // lane % 4: the thread's place among the four lanes of a row
-
-  int b[R], s[R];
-  bool live[R];
-  CUTLASS_PRAGMA_UNROLL
-  for (int r = 0; r < R; ++r) {
-    const int m = m0 + int(get<0>(tCcD(at(0, r, 0))));
-    live[r] = m < M;
-    b[r] = live[r] ? m / p.seq : 0;
-    s[r] = live[r] ? m - b[r] * p.seq : 0;
-  }
-
-  // The table offset of each channel pair this thread holds, first and second half (plane * stride +
-  // channel; d and d + 1 share a plane: even section boundaries, host): the same for all its rows.
-  int tab_off[8][2];  // < 2^31: epi_table_offsets_fit
-  if constexpr (kMode == RopeMode::kTable) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < 8; ++j) {
-      const int d = chan(j);
-      const int shift = 2 * (d % 16);
-      const int plane1 = (p.plane_bits[j / 2] >> shift) & 3;
-      const int plane2 = (p.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
-      tab_off[j][0] = plane1 * int(p.tab_plane_stride) + d;
-      tab_off[j][1] = plane2 * int(p.tab_plane_stride) + d + kHalf;
-    }
-  }
-
-  // A row's cos/sin (kTable): 32 words, all loads in flight together. Row r + 1's are issued before
-  // row r's RoPE and stores, so that their round trip overlaps row r's work.
-  auto load_tab = [&](int r, uint32_t (&t)[8][4]) {
-    if constexpr (kMode == RopeMode::kTable) {
-      const int64_t row = b[r] * p.tab_batch_stride + s[r] * p.tab_seq_stride;
-      const __nv_bfloat16* cos_row = cos_tab + row;
-      const __nv_bfloat16* sin_row = sin_tab + row;
-      CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 8; ++j) {
-        t[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][0]));
-        t[j][1] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][0]));
-        t[j][2] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][1]));
-        t[j][3] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][1]));
-      }
-    }
-  };
-
-  // 1. Loads: bias of every column this thread holds.
-  uint32_t bias_raw[H][8][2];
-  CUTLASS_PRAGMA_UNROLL
-  for (int h = 0; h < H; ++h)
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < 8; ++j) {
-      const bool ok = bias != nullptr && head0 + h < p.heads;
-      const __nv_bfloat16* bh = bias + (head0 + h) * kQkvHeadDim + chan(j);
-      bias_raw[h][j][0] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh)) : 0u;
-      bias_raw[h][j][1] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh + kHalf)) : 0u;
-    }
-
-  // 2. y = bf16(acc + bias): F.linear's one rounding after the bias add.
-  __nv_bfloat162 y[R][H][8][2];
-  CUTLASS_PRAGMA_UNROLL
-  for (int r = 0; r < R; ++r)
-    CUTLASS_PRAGMA_UNROLL
-    for (int h = 0; h < H; ++h)
-      CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 8; ++j)
-        CUTLASS_PRAGMA_UNROLL
-        for (int half = 0; half < 2; ++half) {
-          const int v2 = h * 16 + j + half * 8;
-          const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias_raw[h][j][half]));
-          y[r][h][j][half] = __floats2bfloat162_rn(__fadd_rn(acc(at(0, r, v2)), bb.x),
-                                                   __fadd_rn(acc(at(1, r, v2)), bb.y));
-        }
-
-  // One row ahead on the tiles with two rows per thread (the cooperative 128 x 256 and the ping-pong
-  // 64 x 256 ones); the 128 x 128 ping-pong tile's four rows spilled 184 B with it, and its epilogue
-  // runs under the other warpgroup's mainloop anyway.
-  constexpr bool kAhead = R <= 2;
-  uint32_t tab_next[8][4];
-  if (kAhead) load_tab(0, tab_next);  // after the accumulators die: issued with the bias, they spilled
-
-  // 4. RoPE (the reference's three roundings) and the head-major stores.
-  const int64_t head_stride = int64_t(p.seq) * kQkvHeadDim;
-  CUTLASS_PRAGMA_UNROLL
-  for (int r = 0; r < R; ++r) {
-    // Skipped only when no row of the warp is live (the shuffles below need every lane; the rows after
-    // it are dead too); a dead row among live ones reads row (0, 0) and stores nothing.
-    if (!__any_sync(0xffffffffu, live[r])) continue;
-    __nv_bfloat16* out_row =
-        static_cast<__nv_bfloat16*>(p.out) + (int64_t(b[r]) * p.heads * p.seq + s[r]) * kQkvHeadDim;
-    // 3. kTable: this row's cos/sin (loaded a row ahead where kAhead), then the next row's loads.
-    uint32_t tab[8][4];
-    if (!kAhead) load_tab(r, tab_next);
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < 8; ++j)
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < 4; ++k) tab[j][k] = tab_next[j][k];
-    if (kAhead && r + 1 < R) load_tab(r + 1, tab_next);
-    CUTLASS_PRAGMA_UNROLL
-    for (int h = 0; h < H; ++h) {
-      const int head = head0 + h;
-      if (head >= p.heads) break;  // uniform across the warp
-      uint32_t o[2][8];             // [half][j]: channels 8 j + 2 q, + 1 of the first / second half
-      CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 8; ++j) {
-        const uint32_t y1 = *reinterpret_cast<const uint32_t*>(&y[r][h][j][0]);
-        const uint32_t y2 = *reinterpret_cast<const uint32_t*>(&y[r][h][j][1]);
-        if constexpr (kMode == RopeMode::kTable) {  // rotate-half: first half reads -x[c + 64], second x[c - 64]
-          o[0][j] = qkv::rope_combine2(y1, y2, tab[j][0], tab[j][1], /*minus=*/true);
-          o[1][j] = qkv::rope_combine2(y2, y1, tab[j][2], tab[j][3], /*minus=*/false);
-        } else {
-          o[0][j] = y1;
-          o[1][j] = y2;
-        }
-      }
-      // 16-byte stores: the four lanes of a row hold channel pairs 2 q of groups j..j+3; after a 4 x 4
-      // transpose across them, lane q holds all 8 channels of group j + q.
-      CUTLASS_PRAGMA_UNROLL
-      for (int half = 0; half < 2; ++half)
-        CUTLASS_PRAGMA_UNROLL
-        for (int k = 0; k < 2; ++k) {
-          uint32_t w[4] = {o[half][4 * k], o[half][4 * k + 1], o[half][4 * k + 2], o[half][4 * k + 3]};
-          quad_transpose(w, q);
-          if (live[r])
-            *reinterpret_cast<uint4*>(out_row + head * head_stride + half * kHalf + (4 * k + q) * 8) =
-                make_uint4(w[0], w[1], w[2], w[3]);
-        }
-    }
-  }
-}
-
-// The collective epilogue of one group per GEMM (the GEMM's N == the group's heads * 128).
-template <RopeMode kMode, int TileM, int TileN>
-class RopeStoreEpilogue : public RegisterEpilogueBase<GemmRopeEpilogueArgs> {
- public:
-  using Base = RegisterEpilogueBase<GemmRopeEpilogueArgs>;
-  using typename Base::Arguments;
-  using typename Base::Params;
-  using typename Base::SharedStorage;
-
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& shape, Arguments const& a) {
-    return rope_epilogue_args_ok(a, get<1>(shape), kMode == RopeMode::kTable);
+    const auto n = get<1>(shape);
+    return a.out != nullptr && a.seq > 0 && a.heads > 0 && n == a.heads * kQkvHeadDim &&
+           reinterpret_cast<uintptr_t>(a.bias) % 4 == 0 &&
+           (kMode != RopeMode::kTable ||
+            (a.cos != nullptr && a.sin != nullptr && reinterpret_cast<uintptr_t>(a.cos) % 4 == 0 &&
+             reinterpret_cast<uintptr_t>(a.sin) % 4 == 0 && a.tab_plane_stride % 2 == 0 &&
+             a.tab_batch_stride % 2 == 0 && a.tab_seq_stride % 2 == 0 && epi_table_offsets_fit(a.tab_plane_stride)));
   }
 
   CUTLASS_HOST_DEVICE explicit RopeStoreEpilogue(Params const& params, SharedStorage const& = SharedStorage())
       : p_(params) {}
 
+  CUTLASS_DEVICE bool is_source_needed() { return false; }
+
+  // The tile in four phases, so that no global load waits behind a store: a load issued after a store
+  // the compiler cannot prove disjoint is ordered after it, and an epilogue that interleaved them was a
+  // chain of L2 round trips per channel group (fourteenth session, call 1: 10-40 us per tile).
+  //   1. bias for the whole tile, all loads in flight together;
+  //   2. y = bf16(acc + bias), packed two channels per register (the accumulators die here);
+  //   then per row (two per thread and 64-row wgmma atom): 3. kTable: the row's cos/sin, all loads in
+  //   flight together;
+  //   4. RoPE and the stores. (Both rows' tables at once spilled 56 B in the 128 x 256 kernel.)
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
             class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK, BlockCoordMNKL blk_coord_mnkl,
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, ResidueMNK,
                                  int thread_idx, char*) {
-    rope_store_tile<kMode, TileM, TileN>(p_, int(get<0>(problem_shape_mnkl)), int(get<0>(blk_coord_mnkl)) * TileM,
-                                         int(get<1>(blk_coord_mnkl)) * (TileN / kQkvHeadDim), acc, tiled_mma,
-                                         thread_idx);
+    // MM 64 x TileN wgmma atoms along M per consumer warpgroup: the fragment is ((2, 2, TileN / 8), MM, 1);
+    // MM = 1 on the cooperative 128-row and the ping-pong 64-row tiles, 2 on the ping-pong 128-row tile
+    // (atom mi holds rows + 64 mi).
+    static_assert(rank(FrgLayout{}) == 3 && rank<0>(FrgLayout{}) == 3, "unexpected accumulator fragment");
+    constexpr int MM = decltype(size<1>(acc))::value;
+    static_assert((MM == 1 || MM == 2) && decltype(size<2>(acc))::value == 1,
+                  "one or two wgmma atoms along M, one along N, per warpgroup");
+    static_assert(decltype(size<0, 0>(acc))::value == 2 && decltype(size<0, 1>(acc))::value == 2 &&
+                      decltype(size<0, 2>(acc))::value == TileN / 8,
+                  "wgmma 64xN accumulator: (2 columns, 2 row halves, N / 8 column groups)");
+    static_assert(TileM == 64 || TileM == 128, "64 or 128 rows per tile");
+    constexpr int H = kHeadsPerTile;
+    constexpr int R = 2 * MM;  // rows per thread: row r is row half r % 2 of atom r / 2
+    const int M = int(get<0>(problem_shape_mnkl));
+    const auto* bias = static_cast<const __nv_bfloat16*>(p_.bias);
+    const auto* cos_tab = static_cast<const __nv_bfloat16*>(p_.cos);
+    const auto* sin_tab = static_cast<const __nv_bfloat16*>(p_.sin);
+
+    auto thr_mma = tiled_mma.get_thread_slice(thread_idx);
+    Tensor tCcD = thr_mma.partition_C(make_identity_tensor(make_shape(Int<TileM>{}, Int<TileN>{})));
+    auto at = [&](int v0, int r, int v2) { return make_coord(make_coord(v0, r % 2, v2), r / 2, 0); };
+
+    const int m0 = int(get<0>(blk_coord_mnkl)) * TileM;
+    const int head0 = int(get<1>(blk_coord_mnkl)) * H;
+    // Channel of column group j (< 8) of head 0, v0 = 0: 8 j + 2 (lane % 4); its partner is group j + 8.
+    auto chan = [&](int j) { return int(get<1>(tCcD(at(0, 0, j)))); };
+    const int q = chan(0) / 2;  // lane % 4: the thread's place among the four lanes of a row
+
+    int b[R], s[R];
+    bool live[R];
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int m = m0 + int(get<0>(tCcD(at(0, r, 0))));
+      live[r] = m < M;
+      b[r] = live[r] ? m / p_.seq : 0;
+      s[r] = live[r] ? m - b[r] * p_.seq : 0;
+    }
+
+    // The table offset of each channel pair this thread holds, first and second half (plane * stride +
+    // channel; d and d + 1 share a plane: even section boundaries, host): the same for all its rows.
+    int tab_off[8][2];  // < 2^31: epi_table_offsets_fit
+    if constexpr (kMode == RopeMode::kTable) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        const int d = chan(j);
+        const int shift = 2 * (d % 16);
+        const int plane1 = (p_.plane_bits[j / 2] >> shift) & 3;
+        const int plane2 = (p_.plane_bits[kHalf / 16 + j / 2] >> shift) & 3;
+        tab_off[j][0] = plane1 * int(p_.tab_plane_stride) + d;
+        tab_off[j][1] = plane2 * int(p_.tab_plane_stride) + d + kHalf;
+      }
+    }
+
+    // A row's cos/sin (kTable): 32 words, all loads in flight together. Row r + 1's are issued before
+    // row r's RoPE and stores, so that their round trip overlaps row r's work.
+    auto load_tab = [&](int r, uint32_t (&t)[8][4]) {
+      if constexpr (kMode == RopeMode::kTable) {
+        const int64_t row = b[r] * p_.tab_batch_stride + s[r] * p_.tab_seq_stride;
+        const __nv_bfloat16* cos_row = cos_tab + row;
+        const __nv_bfloat16* sin_row = sin_tab + row;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 8; ++j) {
+          t[j][0] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][0]));
+          t[j][1] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][0]));
+          t[j][2] = __ldg(reinterpret_cast<const unsigned int*>(cos_row + tab_off[j][1]));
+          t[j][3] = __ldg(reinterpret_cast<const unsigned int*>(sin_row + tab_off[j][1]));
+        }
+      }
+    };
+
+    // 1. Loads: bias of every column this thread holds.
+    uint32_t bias_raw[H][8][2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < H; ++h)
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        const bool ok = bias != nullptr && head0 + h < p_.heads;
+        const __nv_bfloat16* bh = bias + (head0 + h) * kQkvHeadDim + chan(j);
+        bias_raw[h][j][0] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh)) : 0u;
+        bias_raw[h][j][1] = ok ? __ldg(reinterpret_cast<const unsigned int*>(bh + kHalf)) : 0u;
+      }
+
+    // 2. y = bf16(acc + bias): F.linear's one rounding after the bias add.
+    __nv_bfloat162 y[R][H][8][2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < R; ++r)
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < H; ++h)
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 8; ++j)
+          CUTLASS_PRAGMA_UNROLL
+          for (int half = 0; half < 2; ++half) {
+            const int v2 = h * 16 + j + half * 8;
+            const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias_raw[h][j][half]));
+            y[r][h][j][half] = __floats2bfloat162_rn(__fadd_rn(acc(at(0, r, v2)), bb.x),
+                                                     __fadd_rn(acc(at(1, r, v2)), bb.y));
+          }
+
+    // One row ahead on the tiles with two rows per thread (the cooperative 128 x 256 and the ping-pong
+    // 64 x 256 ones); the 128 x 128 ping-pong tile's four rows spilled 184 B with it, and its epilogue
+    // runs under the other warpgroup's mainloop anyway.
+    constexpr bool kAhead = R <= 2;
+    uint32_t tab_next[8][4];
+    if (kAhead) load_tab(0, tab_next);  // after the accumulators die: issued with the bias, they spilled
+
+    // 4. RoPE (the reference's three roundings) and the head-major stores.
+    const int64_t head_stride = int64_t(p_.seq) * kQkvHeadDim;
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < R; ++r) {
+      // Skipped only when no row of the warp is live (the shuffles below need every lane; the rows after
+      // it are dead too); a dead row among live ones reads row (0, 0) and stores nothing.
+      if (!__any_sync(0xffffffffu, live[r])) continue;
+      __nv_bfloat16* out_row =
+          static_cast<__nv_bfloat16*>(p_.out) + (int64_t(b[r]) * p_.heads * p_.seq + s[r]) * kQkvHeadDim;
+      // 3. kTable: this row's cos/sin (loaded a row ahead where kAhead), then the next row's loads.
+      uint32_t tab[8][4];
+      if (!kAhead) load_tab(r, tab_next);
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j)
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < 4; ++k) tab[j][k] = tab_next[j][k];
+      if (kAhead && r + 1 < R) load_tab(r + 1, tab_next);
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < H; ++h) {
+        const int head = head0 + h;
+        if (head >= p_.heads) break;  // uniform across the warp
+        uint32_t o[2][8];             // [half][j]: channels 8 j + 2 q, + 1 of the first / second half
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t y1 = *reinterpret_cast<const uint32_t*>(&y[r][h][j][0]);
+          const uint32_t y2 = *reinterpret_cast<const uint32_t*>(&y[r][h][j][1]);
+          if constexpr (kMode == RopeMode::kTable) {  // rotate-half: first half reads -x[c + 64], second x[c - 64]
+            o[0][j] = qkv::rope_combine2(y1, y2, tab[j][0], tab[j][1], /*minus=*/true);
+            o[1][j] = qkv::rope_combine2(y2, y1, tab[j][2], tab[j][3], /*minus=*/false);
+          } else {
+            o[0][j] = y1;
+            o[1][j] = y2;
+          }
+        }
+        // 16-byte stores: the four lanes of a row hold channel pairs 2 q of groups j..j+3; after a 4 x 4
+        // transpose across them, lane q holds all 8 channels of group j + q.
+        CUTLASS_PRAGMA_UNROLL
+        for (int half = 0; half < 2; ++half)
+          CUTLASS_PRAGMA_UNROLL
+          for (int k = 0; k < 2; ++k) {
+            uint32_t w[4] = {o[half][4 * k], o[half][4 * k + 1], o[half][4 * k + 2], o[half][4 * k + 3]};
+            quad_transpose(w, q);
+            if (live[r])
+              *reinterpret_cast<uint4*>(out_row + head * head_stride + half * kHalf + (4 * k + q) * 8) =
+                  make_uint4(w[0], w[1], w[2], w[3]);
+          }
+      }
+    }
   }
 
  private:
