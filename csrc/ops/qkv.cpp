@@ -403,10 +403,12 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
 // (default) = the measured rule qkv_gemm_epi_tile for launches whose groups all take the epilogue
 // GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows, on 64 x 256
 // ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B); 4 = as 2 on 128 x 128 ping-pong
-// tiles (A/B).
+// tiles (A/B); 5 = the rule, with the 128 x 256 cooperative tile where it picks the 128 x 128 ping-pong one
+// (from 8192 rows; an A/B of the tile alone: the H100 read the cooperative tile 5-6% faster per large layer,
+// bench/NOTES.md sixty-seventh session).
 int gemm_epi_mode() {
   const int64_t mode = dev_switch(DevSwitch::kQkvGemmEpi);
-  return mode == 0 || mode == 2 || mode == 3 || mode == 4 ? static_cast<int>(mode) : 1;
+  return mode == 0 || mode == 2 || mode == 3 || mode == 4 || mode == 5 ? static_cast<int>(mode) : 1;
 }
 
 // VLATTN_QKV_EPI_POS1D (a dev switch, default on): a group with 1-D position RoPE (034's q) can take the
@@ -497,8 +499,9 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
                     : mode == 3 ? QkvEpiTile::kCoop128x256
                     : mode == 4 ? QkvEpiTile::kPingPong128x128
                                 : qkv_gemm_epi_tile(p.m);
-  if (mode == 1 && tile == QkvEpiTile::kPingPong128x128 && epi_pos1d_coop() &&
-      rope_table_mode(p) == RopeMode::kPos1D)
+  const bool rule = mode == 1 || mode == 5;
+  if (tile == QkvEpiTile::kPingPong128x128 &&
+      (mode == 5 || (mode == 1 && epi_pos1d_coop() && rope_table_mode(p) == RopeMode::kPos1D)))
     tile = QkvEpiTile::kCoop128x256;
   bool epi[kQkvMaxGroups] = {};
   int n_epi = 0;
@@ -506,7 +509,7 @@ bool launch_gemm_rope(const char* op, QkvParams& p, const at::Tensor& x, QkvOutp
     epi[g] = tile != QkvEpiTile::kNone && p.m >= kQkvGemmMinRows && epi_supported(p, p.groups[g]);
     n_epi += epi[g] ? 1 : 0;
   }
-  if (mode == 1 && n_epi < p.num_groups) {  // the rule: all of the launch's groups or none
+  if (rule && n_epi < p.num_groups) {  // the rule: all of the launch's groups or none
     for (bool& e : epi) e = false;
     n_epi = 0;
   }
