@@ -404,8 +404,9 @@ void launch_rope_passes(const char* op, PendingRope* pend, int n, QkvOutputs& ou
 // GEMM (qkv/gemm_rope_epi.h); 2 = every group that can take it, from kQkvGemmMinRows rows, on 64 x 256
 // ping-pong tiles (A/B); 3 = as 2 on 128 x 256 cooperative tiles (A/B); 4 = as 2 on 128 x 128 ping-pong
 // tiles (A/B); 5 = the rule, with the 128 x 256 cooperative tile where it picks the 128 x 128 ping-pong one
-// (from 8192 rows; an A/B of the tile alone: the H100 read the cooperative tile 5-6% faster per large layer,
-// bench/NOTES.md sixty-seventh session).
+// (from 8192 rows; an A/B of the tile alone, where 3 also changes which groups take the epilogue). H100, sixty-seventh
+// session (bench/NOTES.md): one process per arm read the cooperative tile 5-6% faster per large layer, two in-process
+// A/Bs -3.5 to +2.1% on 007 and +2 to +4.6% slower on 034: the rule stays.
 int gemm_epi_mode() {
   const int64_t mode = dev_switch(DevSwitch::kQkvGemmEpi);
   return mode == 0 || mode == 2 || mode == 3 || mode == 4 || mode == 5 ? static_cast<int>(mode) : 1;
