@@ -19,10 +19,15 @@ the cold mode's gaps are an upper bound; the durations and the ahead mode's gaps
 and vlattn.linear with each of --configs ("auto" = the dispatcher's pick; default: auto and every
 built config), so that a small GEMM's GPU duration and its launch gap can be told apart.
 
+--switch NAME=v1,v2 (with --rounds N) runs each workload's calls under each value of a development switch,
+interleaved in one process, and prints a kernel table per value: per-kernel durations of two plans at the same
+GPU state (one process per arm drifted by 3-6% on the large layers: bench/NOTES.md, sixty-seventh session).
+
 --workloads takes vlattn-bench's grammar: PPP:i (i = the line in workload.jsonl), or a substring of a
 workload's name. (Until 2026-12-01 PPP:i here meant the i-th by SOL: older bench/NOTES.md entries.)
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -32,8 +37,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import vlattn
+from vlattn import dev
 from vlattn import workloads as W
-from vlattn.bench import Case, OP_NAMES, graph_runner, select_workloads, vlattn_backend_impl
+from vlattn.bench import Case, OP_NAMES, graph_runner, parse_switch, select_workloads, vlattn_backend_impl
 
 SLEEP_CYCLES = 4_000_000  # ~2 ms: longer than any call's host path here
 
@@ -179,6 +185,11 @@ def main():
     ap.add_argument("--modes", default="ahead,cold",
                     help="comma list of ahead, cold and graph (the call's CUDA-graph replay under the cold "
                          "conditions: the same kernels without the host path, kernel by kernel against cold)")
+    ap.add_argument("--switch", default="",
+                    help="NAME=v1,v2,...: a development switch (vlattn.dev) at each value, the values' calls "
+                         "interleaved in --rounds rounds in this one process (graph mode: one capture per value), "
+                         "a kernel table per value; e.g. VLATTN_QKV_GEMM_EPI=1,0")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of --reps calls per value (with --switch)")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     scratch = torch.empty(2 * props.L2_cache_size // 4, dtype=torch.int32, device="cuda")
@@ -189,27 +200,41 @@ def main():
     else:
         jobs = [(w.name, layer_fn(w)) for w in select_workloads(W.load(), args.workloads)]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    sw_name, sw_values = parse_switch(args.switch) if args.switch else (None, [None])
+
+    def under(value):  # the switch at `value` for what runs inside (nothing without --switch)
+        return dev.switch(sw_name, value) if sw_name else contextlib.nullcontext()
+
     for name, fn in jobs:
         for mode in modes:
             try:
-                call = graph_fn(fn) if mode == "graph" else fn
-                calls = run(call, args.reps, mode == "ahead", scratch)
+                arms = {}
+                for v in sw_values:  # a graph keeps what its capture chose: one capture per value
+                    with under(v):
+                        arms[v] = graph_fn(fn) if mode == "graph" else fn
+                got = {v: [] for v in sw_values}
+                for r in range(args.rounds):  # interleaved, the order reversed every other round
+                    for v in (sw_values if r % 2 == 0 else sw_values[::-1]):
+                        with under(v):
+                            got[v] += run(arms[v], args.reps, mode == "ahead", scratch)
             except RuntimeError as exc:  # a config that cannot run this shape
                 print(f"{name} {mode}: {str(exc).splitlines()[0]}", flush=True)
                 break
-            if not calls or not all(c for _, c in calls):
-                print(f"{name} {mode}: no kernels found", flush=True)
-                continue
-            rows, span, same, lead, cold = summarize(calls)
-            print(f"{name:28s} {mode:5s} first-kernel-start to last-kernel-end {span:7.1f} us; flush end to "
-                  f"first kernel {lead:6.1f}, to last kernel end {cold:7.1f}"
-                  f"{'' if same else ' (kernel counts differ between calls)'}", flush=True)
-            for name, start, dur, gap, queued in rows:
-                print(f"    {name:18s} start {start:7.1f}  dur {dur:7.1f}  gap {gap:6.1f}  queued {queued:6.1f}",
-                      flush=True)
-            if args.extremes and mode in ("cold", "graph"):
-                print_extremes(calls, args.extremes)
-
+            for v in sw_values:
+                calls = got[v]
+                label = f"{name} [{sw_name.removeprefix('VLATTN_')}={v}]" if sw_name else name
+                if not calls or not all(c for _, c in calls):
+                    print(f"{label} {mode}: no kernels found", flush=True)
+                    continue
+                rows, span, same, lead, cold = summarize(calls)
+                print(f"{label:28s} {mode:5s} first-kernel-start to last-kernel-end {span:7.1f} us; flush end to "
+                      f"first kernel {lead:6.1f}, to last kernel end {cold:7.1f}"
+                      f"{'' if same else ' (kernel counts differ between calls)'}", flush=True)
+                for kname, start, dur, gap, queued in rows:
+                    print(f"    {kname:18s} start {start:7.1f}  dur {dur:7.1f}  gap {gap:6.1f}  queued {queued:6.1f}",
+                          flush=True)
+                if args.extremes and mode in ("cold", "graph"):
+                    print_extremes(calls, args.extremes)
 
 if __name__ == "__main__":
     main()
