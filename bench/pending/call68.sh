@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The next session's first device call, any GPU (kind nvidia-h200; carry [".whl", "prebuilt"]):
+# The sixty-eighth session's first device call, any GPU (kind nvidia-h200; carry [".whl", "prebuilt"]):
 #
 #   run(command="bash bench/pending/call68.sh <sha>", carry=[".whl", "prebuilt"], kind="nvidia-h200")
 #
-# On an H200: the README run and the tuner first (call65.sh PARTS=h200, ~215 s). On any GPU: the Q GEMM's epilogue
-# cost per kernel, its arms interleaved in one process (bench/NOTES.md, sixty-seventh session, "Next session"):
-# VLATTN_QKV_GEMM_EPI 1 (the rule), 0 (plain GEMMs + the RoPE pass), 5 (the rule on the cooperative tile), graph
-# replay, 4 rounds of 6 calls per arm, on 007 B64 S256, 034 B32 Lq373 and 034 B64 Lq256 (~40 s).
+# On an H200: the README run and the tuner (call65.sh PARTS=h200, ~215 s). On any GPU, then: the Q GEMM's RoPE
+# epilogue cost with each kernel alone under Nsight Compute (bench/ncu_qkv_kernels.sh: no PDL overlap, no side-stream
+# neighbour), VLATTN_QKV_GEMM_EPI 1 (the rule), 0 (plain GEMMs + the RoPE pass), 5 (the rule on the cooperative tile),
+# on 007 B64 S256 and 034 B32 Lq373 (sorted index 14 / 13). The thirty-seventh session's H200 ncu run read q 657.8 µs
+# with the epilogue against 656.8 plain (007 B64 S256); the sixty-seventh session's timelines read 5–17% between them.
+# Timelines carry overlap; this reads the kernels themselves on the current code (~150 s).
 set -uo pipefail
 A=${1:?sha}
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
 OUT=$R PARTS=h200 bash bench/pending/call65.sh "$A"  # its h200 part runs only on an H200 (elsewhere it says so, ~1 s)
-OUT=$R/epi VLATTN_COMMIT=$A CALL_BUDGET_S=150 PROBE_TIMEOUT_S=120 \
-  PROBE_CMDS="python3 bench/probe_timeline.py --modes graph --reps 6 --rounds 4 --switch VLATTN_QKV_GEMM_EPI=1,0,5 --workloads 007:1,034:12,034:1" \
+OUT=$R/epi VLATTN_COMMIT=$A CALL_BUDGET_S=${EPI_BUDGET_S:-200} PROBE_TIMEOUT_S=$(( ${EPI_BUDGET_S:-200} - 20 )) \
+  PROBE_CMDS="bash bench/ncu_qkv_kernels.sh 14 '1 0 5' 007; bash bench/ncu_qkv_kernels.sh 13 '1 0' 034" \
   scripts/gpu_check.sh probe
 (cd "$R" && tar czf epi68.tar.gz epi && rm -rf epi)
