@@ -6,6 +6,7 @@
 // (meta) implementations are in Python too, for torch.compile.
 #include <cuda.h>
 #include <torch/extension.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
 #include <torch/version.h>
@@ -62,6 +63,19 @@ TORCH_LIBRARY_IMPL(vlattn, CPU, m) {
   m.impl("linear.out", &vlattn::linear_out);
 }
 
+// No op has a backward (the layers are for inference). Without an Autograd kernel, PyTorch's default
+// fallback lets an output claim a grad_fn whose backward leaves the inputs' .grad as None with only a
+// warning: a silently wrong gradient. PyTorch's "not implemented" fallback instead raises "derivative for
+// vlattn::<op> is not implemented" when backward reaches the op; the forward is unchanged (no check, no
+// cost, when no input requires grad). The public Python functions send calls with grad-requiring inputs
+// through the dispatcher so that they get the same behaviour (vlattn/ops.py, _direct_call_ok).
+TORCH_LIBRARY_IMPL(vlattn, Autograd, m) {
+  for (const char* op : {"linear", "linear.out", "mrope_self_attention", "mrope_self_attention.out",
+                         "vision_cross_attention", "vision_cross_attention.out", "mrope_qkv", "vision_qkv",
+                         "attention"})
+    m.impl(op, torch::autograd::autogradNotImplementedFallback());
+}
+
 namespace {
 
 pybind11::list gemm_configs() {
@@ -100,6 +114,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("concurrent") = 1, pybind11::arg("log") = false);
   // Not torch ops: called from the registered Python implementations of the layer ops (vlattn/ops.py)
   // once they chose the native backend, so that the three kernels launch without Python between them.
+  m.def("linear_out_writable", &vlattn::linear_out_writable,
+        "whether vlattn.linear's out= can be this view (unit column stride, rows that collapse with a row stride "
+        "that is a multiple of 8, 16-byte aligned); the layers' native path copies into other views");
   m.def("mrope_layer", &vlattn::mrope_layer, "native mrope_self_attention (fused QKV, attention, O projection)");
   m.def("cross_layer", &vlattn::cross_layer, "native vision_cross_attention (fused QKV, attention, O projection)");
   m.def(

@@ -9,10 +9,14 @@
 #include <ATen/record_function.h>
 #include <torch/extension.h>
 
+#include <cmath>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include "launch/dev_switch.h"
 #include "launch/host_trace.h"
+#include "ops/check_strings.h"
 #include "ops/ops.h"
 #include "ops/scratch.h"
 
@@ -20,12 +24,40 @@ namespace vlattn {
 
 namespace {
 
+using check_strings::dims_str;
+using check_strings::num;
+
 constexpr double kScale = 0.08838834764831845;  // 128 ** -0.5, both layers' score scale
 
+// out= may be any view that the caller's validation accepted (no shared elements); the GEMM's TMA store
+// writes rows with unit column stride and a row stride that is a multiple of 8, so another view (e.g. a
+// [B, S, N] view of an [S, B, N] buffer) gets the result through one copy.
 at::Tensor output_projection(const at::Tensor& o, const at::Tensor& o_weight, const std::string& o_config,
                              c10::optional<at::Tensor>& out) {
-  if (out.has_value()) return linear_out(o, o_weight, c10::nullopt, o_config, *out);
-  return linear(o, o_weight, c10::nullopt, o_config);
+  if (!out.has_value()) return linear(o, o_weight, c10::nullopt, o_config);
+  if (linear_out_writable(*out)) return linear_out(o, o_weight, c10::nullopt, o_config, *out);
+  return out->copy_(linear(o, o_weight, c10::nullopt, o_config));
+}
+
+// The layers' own contract where the component ops are more permissive (the Python caller re-validates
+// with the layer's messages when this raises): the mask is exactly [B or 1, 1, S, S] (the attention op
+// takes wider rows); rope_theta > 1 (the QKV op takes any positive base); at least one vision token when
+// there are text tokens (the attention op returns zeros over 0 keys).
+void check_layer_mask(const c10::optional<at::Tensor>& mask, const at::Tensor& x) {
+  if (!mask.has_value() || x.dim() != 3) return;
+  const at::Tensor& m = *mask;
+  const int64_t b = x.size(0), s = x.size(1);
+  TORCH_CHECK(m.dim() == 4 && (m.size(0) == 1 || m.size(0) == b) && m.size(1) == 1 && m.size(2) == s &&
+                  m.size(3) == s,
+              "mrope_self_attention: attention_mask must be [", num(b), " or 1, 1, ", num(s), ", ", num(s), "]; got ",
+              dims_str(m.sizes()));
+}
+
+// cos and sin as the QKV op reads them (unit last-dim stride, the same strides): an expanded or strided
+// table the layer accepts is copied once.
+std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& cos, const at::Tensor& sin) {
+  if (cos.dim() == 4 && sin.dim() == 4 && cos.stride(3) == 1 && cos.strides() == sin.strides()) return {cos, sin};
+  return {cos.contiguous(), sin.contiguous()};
 }
 
 at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
@@ -69,6 +101,8 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                        std::vector<int64_t> mrope_section, bool causal, const std::string& o_config,
                        c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
+  check_layer_mask(attention_mask, hidden_states);
+  const auto [cos_t, sin_t] = rope_tables(cos, sin);
   const int64_t rows = token_rows(hidden_states);
   LayerScratch scratch(hidden_states, scratch_bound(rows, rows, q_weight, k_weight));
   VLATTN_HOST_MARK("layer.scratch");
@@ -76,8 +110,8 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
   at::Tensor q, k, v;
   {
     RECORD_USER_SCOPE("vlattn.layer.qkv");
-    std::tie(q, k, v) = mrope_qkv_ex(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos,
-                                     sin, mrope_section, "", v_token_major());
+    std::tie(q, k, v) = mrope_qkv_ex(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos_t,
+                                     sin_t, mrope_section, "", v_token_major());
   }
   VLATTN_HOST_MARK("layer.qkv");
   c10::optional<at::Tensor> mask = attention_mask;
@@ -104,6 +138,12 @@ at::Tensor cross_layer(const at::Tensor& language_hidden_states, const at::Tenso
                        const at::Tensor& o_proj_weight, double rope_theta, std::vector<int64_t> thw_split,
                        const std::string& o_config, c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
+  TORCH_CHECK(std::isfinite(rope_theta) && rope_theta > 1, "vision_cross_attention: rope_theta must be a finite "
+              "number > 1; got ", std::to_string(rope_theta));
+  TORCH_CHECK(language_hidden_states.dim() != 3 || vision_hidden_states.dim() != 3 ||
+                  language_hidden_states.size(1) == 0 || vision_hidden_states.size(1) > 0,
+              "vision_cross_attention: vision_hidden_states must have at least one token: attention over 0 keys is "
+              "undefined");
   LayerScratch scratch(language_hidden_states, scratch_bound(token_rows(language_hidden_states),
                                                              token_rows(vision_hidden_states), q_proj_weight,
                                                              k_proj_weight));

@@ -96,6 +96,11 @@ const GemmKernelEntry* resolve_config(c10::string_view config, int* splits) {
 
 }  // namespace
 
+bool linear_out_writable(const at::Tensor& out) {
+  const int64_t ld = collapsed_row_stride(out);
+  return ld >= 0 && (out.numel() == 0 || (ld % 8 == 0 && aligned16(out)));
+}
+
 void check_sm90_device(const char* op, const at::Tensor& t) {
   TORCH_CHECK(t.is_cuda(), op, ": the native backend needs CUDA tensors; got ", t.device());
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(t.get_device());
@@ -115,6 +120,10 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
   }
   TORCH_CHECK(k % 8 == 0 && n % 8 == 0, "vlattn.linear: K and N must be multiples of 8 (16-byte TMA rows); got K=",
               num(k), ", N=", num(n));
+  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
+  out_shape.back() = n;
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(out_shape), "vlattn.linear: out must have shape ",
+              dims_str(out_shape), "; got ", dims_str(out.sizes()));
   int64_t lda = 0, ldb = 0, ldd = 0;
   check_matrix_operand("x", x, lda);
   check_matrix_operand("weight", weight, ldb);
@@ -129,10 +138,6 @@ at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10:
                 dims_str(b.sizes()), " strides ", dims_str(b.strides()));
     TORCH_CHECK(aligned16(b), "vlattn.linear: bias must start at a 16-byte aligned address");
   }
-  std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
-  out_shape.back() = n;
-  TORCH_CHECK(out.sizes() == at::IntArrayRef(out_shape), "vlattn.linear: out must have shape ",
-              dims_str(out_shape), "; got ", dims_str(out.sizes()));
   int64_t m = 1;  // rows = product of the leading dims (not numel / K: K may be 0)
   for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
   // out is written by many CTAs while they read x, weight and bias: no element may be shared (ops/overlap.h).

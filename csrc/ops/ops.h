@@ -16,6 +16,9 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::opti
                   c10::string_view config);
 at::Tensor& linear_out(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        c10::string_view config, at::Tensor& out);
+// True when linear_out can write `out` in place: unit column stride, leading dims that collapse to evenly
+// strided rows with a row stride that is a multiple of 8, a 16-byte aligned start (the TMA store's needs).
+bool linear_out_writable(const at::Tensor& out);
 
 // The GEMM config the wave model picks for M x N x K (python/vlattn/dispatch.py's analytic_config in
 // C++; K does not enter the model): nullptr when no persistent config is compiled.

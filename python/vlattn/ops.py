@@ -48,6 +48,10 @@ class Dims:
     out_hidden: int
     num_heads: int
     num_kv_heads: int
+    rope_chunks: int = 0  # mrope_section's entry count (007)
+
+
+MAX_NATIVE_ROPE_CHUNKS = 16
 
 
 def _fail(op: str, msg: str) -> None:
@@ -112,8 +116,22 @@ def _check_projections(op: str, x: Tensor, weights: dict[str, Tensor | None], hi
     return num_heads, num_kv_heads, owt.shape[0]
 
 
+def _int_list_arg(op: str, name: str, values) -> list:
+    """A sequence argument as a list (its entries are checked by _check_int_list)."""
+    if isinstance(values, (str, bytes, Tensor)) or not hasattr(values, "__iter__"):
+        _fail(op, f"{name} must be a sequence of ints; got {type(values).__name__}")
+    return list(values)
+
+
+def _theta_arg(op: str, value) -> float:
+    """rope_theta as a float (its range is checked by validate_vision_cross_attention)."""
+    if isinstance(value, (bool, str, bytes)) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        _fail(op, f"rope_theta must be a number; got {type(value).__name__}")
+    return float(value)
+
+
 def _check_int_list(op: str, name: str, values, *, count: int | None, even: bool) -> list[int]:
-    values = list(values)
+    values = _int_list_arg(op, name, values)
     if (count is not None and len(values) != count) or not values:
         _fail(op, f"{name} must have {count or 'at least 1'} entries; got {values}")
     if any(not isinstance(v, int) or v <= 0 or (even and v % 2) for v in values):
@@ -138,10 +156,10 @@ def validate_mrope_self_attention(hidden_states, q_weight, q_bias, k_weight, k_b
         if attention_mask.shape[0] not in (1, bsz):
             _fail(op, f"attention_mask must be [batch (= {bsz}) or 1, 1, {seq_len}, {seq_len}]; "
                       f"got {list(attention_mask.shape)}")
-    _check_int_list(op, "mrope_section", mrope_section, count=None, even=False)
+    sections = _check_int_list(op, "mrope_section", mrope_section, count=None, even=False)
     if not isinstance(causal, bool):
         _fail(op, f"causal must be a bool; got {type(causal).__name__}")
-    return Dims(bsz, seq_len, seq_len, hidden, out_hidden, num_heads, num_kv_heads)
+    return Dims(bsz, seq_len, seq_len, hidden, out_hidden, num_heads, num_kv_heads, len(sections))
 
 
 def validate_vision_cross_attention(language_hidden_states, vision_hidden_states, language_position_ids,
@@ -236,6 +254,8 @@ def _shape_unavailable_reason(dims: Dims) -> str | None:
     # TMA rows must be 16-byte multiples: the GEMM K (hidden) and N (output hidden) dims.
     if dims.hidden % 8 or dims.out_hidden % 8:
         return f"hidden sizes must be multiples of 8 for TMA; got {dims.hidden} -> {dims.out_hidden}"
+    if dims.rope_chunks > MAX_NATIVE_ROPE_CHUNKS:  # the QKV kernels' channel -> plane map (csrc/ops/qkv.cpp)
+        return f"mrope_section has {dims.rope_chunks} chunks; the native kernels take at most {MAX_NATIVE_ROPE_CHUNKS}"
     return None
 
 
@@ -332,6 +352,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, out: Tensor
     as "<name>/splitk<N>" (K split into N parts per output tile, 2 <= N <= 16), a parallel split-K one
     ("..._psplit") always so (K must cut into N equal slices of a multiple of 8); default: dispatch."""
     _ext.require("vlattn.linear")
+    for name, t in (("x", x), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            _fail("linear", f"{name} must be a torch.Tensor; got {type(t).__name__}")
     if config is None:
         config = gemm_config_for(x, weight) if x.is_cuda and weight.dim() == 2 else ""
     if out is None:
@@ -344,8 +367,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, out: Tensor
 # --------------------------------------------------------------------------------------------
 
 def _native_linear(x: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor | None = None) -> Tensor:
-    # The TMA GEMM reads evenly strided rows; the layer's activations may be arbitrary views.
-    return linear(x if x.is_contiguous() else x.contiguous(), weight, bias, out=out)
+    # The TMA GEMM reads evenly strided rows; the layer's activations may be arbitrary views, and so may out
+    # (written through one copy when its rows do not collapse, as csrc/ops/layers.cpp's output_projection does).
+    x = x if x.is_contiguous() else x.contiguous()
+    if out is not None and not _ext._C.linear_out_writable(out):
+        return out.copy_(linear(x, weight, bias))
+    return linear(x, weight, bias, out=out)
 
 
 def _dense(t: Tensor) -> Tensor:
@@ -371,6 +398,8 @@ def _native_mrope(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v
                   attention_mask=None, *, mrope_section, causal, out=None):
     """native 007: one fused QKV + bias + mRoPE launch (head-major q/k/v), the attention kernel with the
     mask (exact tile skipping), the O-projection GEMM."""
+    if cos.stride(-1) != 1 or cos.stride() != sin.stride():  # an expanded or strided table: one copy
+        cos, sin = cos.contiguous(), sin.contiguous()
     q, k, v = torch.ops.vlattn.mrope_qkv(_dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight,
                                          v_bias, cos, sin, mrope_section=list(mrope_section))
     o = _native_attention(q, k, v, attention_mask, causal)
@@ -429,13 +458,13 @@ def _fast_native(op: str, backend: str, like: Tensor) -> bool:
 def _mrope_impl(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin,
                 attention_mask, mrope_section, causal, backend, out):
     op = "mrope_self_attention"
-    if _fast_native(op, backend, hidden_states):
+    if type(causal) is bool and _fast_native(op, backend, hidden_states):
         try:
             config = _o_config(hidden_states.shape[0] * hidden_states.shape[1], o_weight.shape[0], o_weight.shape[-1],
                                hidden_states.device.index)
             return _ext._C.mrope_layer(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight,
-                                       cos, sin, attention_mask, list(mrope_section), bool(causal), config, out)
-        except (RuntimeError, ValueError, TypeError, IndexError):
+                                       cos, sin, attention_mask, list(mrope_section), causal, config, out)
+        except (RuntimeError, ValueError, TypeError, IndexError, AttributeError):
             pass  # the full path below names the bad argument (or runs another backend)
     args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
     dims = validate_mrope_self_attention(*args, mrope_section, causal)
@@ -459,7 +488,7 @@ def _cross_impl(language_hidden_states, vision_hidden_states, language_position_
             return _ext._C.cross_layer(lang, vision_hidden_states, language_position_ids, vision_grid_thw,
                                        q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight,
                                        v_proj_bias, o_proj_weight, float(rope_theta), list(thw_split), config, out)
-        except (RuntimeError, ValueError, TypeError, IndexError):
+        except (RuntimeError, ValueError, TypeError, IndexError, AttributeError):
             pass  # the full path below names the bad argument (or runs another backend)
     args = (language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw,
             q_proj_weight, q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight)
@@ -560,6 +589,13 @@ def _direct_call_ok(t) -> bool:
     return type(t) is Tensor and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0
 
 
+def _grad_requested(args: tuple) -> bool:
+    """True when autograd would record the call: grad mode on and an input requiring grad. Such calls go
+    through the dispatcher, whose Autograd kernel (csrc/torch_bindings.cpp) makes backward raise "derivative
+    for vlattn::<op> is not implemented" instead of the direct path's output silently without a grad_fn."""
+    return torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
+
+
 def mrope_self_attention(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor, k_weight: Tensor, k_bias: Tensor,
                          v_weight: Tensor, v_bias: Tensor, o_weight: Tensor, cos: Tensor, sin: Tensor,
                          attention_mask: Tensor | None = None, *, mrope_section: Sequence[int] = MROPE_SECTION,
@@ -571,9 +607,12 @@ def mrope_self_attention(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor
     """
     op = _layer_op("mrope_self_attention")
     args = (hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, o_weight, cos, sin, attention_mask)
-    if _direct_call_ok(hidden_states):
-        return _mrope_impl(*args, list(mrope_section), causal, backend or "auto", out)
-    kwargs = dict(mrope_section=list(mrope_section), causal=causal, backend=backend or "auto")
+    mrope_section = _int_list_arg("mrope_self_attention", "mrope_section", mrope_section)
+    if _direct_call_ok(hidden_states) and not _grad_requested(args):
+        return _mrope_impl(*args, mrope_section, causal, backend or "auto", out)
+    if not isinstance(causal, bool):  # the schema's bool would take it as truthy: refuse it with the layer's message
+        _fail("mrope_self_attention", f"causal must be a bool; got {type(causal).__name__}")
+    kwargs = dict(mrope_section=mrope_section, causal=causal, backend=backend or "auto")
     return op(*args, **kwargs) if out is None else op.out(*args, **kwargs, out=out)
 
 
@@ -591,9 +630,11 @@ def vision_cross_attention(language_hidden_states: Tensor, vision_hidden_states:
     op = _layer_op("vision_cross_attention")
     args = (language_hidden_states, vision_hidden_states, language_position_ids, vision_grid_thw, q_proj_weight,
             q_proj_bias, k_proj_weight, k_proj_bias, v_proj_weight, v_proj_bias, o_proj_weight)
-    if _direct_call_ok(language_hidden_states):
-        return _cross_impl(*args, float(rope_theta), list(thw_split), backend or "auto", out)
-    kwargs = dict(rope_theta=float(rope_theta), thw_split=list(thw_split), backend=backend or "auto")
+    rope_theta = _theta_arg("vision_cross_attention", rope_theta)
+    thw_split = _int_list_arg("vision_cross_attention", "thw_split", thw_split)
+    if _direct_call_ok(language_hidden_states) and not _grad_requested(args):
+        return _cross_impl(*args, rope_theta, thw_split, backend or "auto", out)
+    kwargs = dict(rope_theta=rope_theta, thw_split=thw_split, backend=backend or "auto")
     return op(*args, **kwargs) if out is None else op.out(*args, **kwargs, out=out)
 
 
