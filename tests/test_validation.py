@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import vlattn
-from conftest import BF16, cross_inputs, mrope_inputs, poisoned, requires_cuda, requires_ext
+from conftest import BF16, cross_inputs, mrope_inputs, poisoned, requires_cuda, requires_ext, requires_sm90
 
 pytestmark = requires_ext
 
@@ -78,6 +78,13 @@ MROPE_CASES = [
     ("mrope_section-entries", {}, {"mrope_section": [64, 80, -16]}, r"mrope_section entries must be positive"),
     ("mrope_section-zero", {}, {"mrope_section": [0, 64, 64]}, r"mrope_section entries must be positive"),
     ("mrope_section-empty", {}, {"mrope_section": []}, r"mrope_section must have at least 1 entries"),
+    ("mrope_section-none", {}, {"mrope_section": None}, r"mrope_section must be a sequence of ints; got NoneType"),
+    ("mrope_section-int", {}, {"mrope_section": 128}, r"mrope_section must be a sequence of ints; got int"),
+    ("mrope_section-str", {}, {"mrope_section": "32,48,48"}, r"mrope_section must be a sequence of ints; got str"),
+    ("causal-str", {}, {"causal": "no"}, r"causal must be a bool; got str"),
+    ("causal-none", {}, {"causal": None}, r"causal must be a bool; got NoneType"),
+    ("causal-int", {}, {"causal": 1}, r"causal must be a bool; got int"),
+    ("o_weight-none", {"o_weight": lambda: None}, {}, r"o_weight must be a 2-D tensor; got NoneType"),
     ("backend", {}, {"backend": "fast"}, r"backend must be one of .*'reference'.*; got 'fast' \(from argument\)"),
     ("out-shape", {}, {"out": lambda: poisoned(B, S, HIDDEN + 8)}, r"out must have shape \[2, 5, 256\]"),
     ("out-dtype", {}, {"out": lambda: poisoned(B, S, HIDDEN, dtype=torch.float32)},
@@ -140,6 +147,10 @@ CROSS_CASES = [
     ("thw_split-odd", {}, {"thw_split": [41, 43, 44]}, r"thw_split entries must be positive even ints"),
     ("thw_split-negative", {}, {"thw_split": [-2, 64, 66]}, r"thw_split entries must be positive even ints"),
     ("thw_split-sum", {}, {"thw_split": [42, 42, 42]}, r"thw_split must sum to head_dim = 128"),
+    ("thw_split-none", {}, {"thw_split": None}, r"thw_split must be a sequence of ints; got NoneType"),
+    ("rope_theta-str", {}, {"rope_theta": "1e4"}, r"rope_theta must be a number; got str"),
+    ("rope_theta-none", {}, {"rope_theta": None}, r"rope_theta must be a number; got NoneType"),
+    ("rope_theta-bool", {}, {"rope_theta": True}, r"rope_theta must be a number; got bool"),
     ("backend", {}, {"backend": "cutlass"}, r"backend must be one of .*; got 'cutlass' \(from argument\)"),
     ("out-shape", {}, {"out": lambda: poisoned(B, LV, HIDDEN)}, r"out must have shape \[2, 5, 256\]"),
     ("out-dtype", {}, {"out": lambda: poisoned(B, LQ, HIDDEN, dtype=torch.float16)},
@@ -307,3 +318,179 @@ def test_linear_on_cpu_raises():
         vlattn.linear(x, w, b)
     with pytest.raises(RuntimeError, match=r"vlattn\.linear: the native backend needs CUDA tensors; got cpu"):
         vlattn.linear(x, w, b, out=torch.empty(4, 128, dtype=BF16))
+
+
+def test_linear_argument_checks_on_cpu():
+    x, w = randn(4, 256), randn(128, 256)
+    with pytest.raises(ValueError, match=r"^vlattn\.linear: x must be a torch\.Tensor; got list"):
+        vlattn.linear([1.0] * 256, w)
+    with pytest.raises(ValueError, match=r"^vlattn\.linear: weight must be a torch\.Tensor; got NoneType"):
+        vlattn.linear(x, None)
+    # out's shape is named before its layout (a [4, 127] out used to be refused for its row stride).
+    with pytest.raises(RuntimeError, match=r"vlattn\.linear: out must have shape \[4, 128\]; got \[4, 127\]"):
+        vlattn.linear(x, w, out=torch.empty(4, 127, dtype=BF16))
+
+
+# --------------------------------------------------------------------------------------------
+# No backward: the ops are for inference, and a backward must not pass silently
+# --------------------------------------------------------------------------------------------
+
+def _layer_calls(device="cpu"):
+    mrope, cross = mrope_inputs(B, S, device=device), cross_inputs(B, LQ, LV, device=device)
+    return {
+        "mrope": (mrope, "q_weight", lambda d: vlattn.mrope_self_attention(**d),
+                  lambda d: torch.ops.vlattn.mrope_self_attention(*d.values())),
+        "cross": (cross, "language_hidden_states", lambda d: vlattn.vision_cross_attention(**d),
+                  lambda d: torch.ops.vlattn.vision_cross_attention(*d.values())),
+    }
+
+
+@pytest.mark.parametrize("path", ["public", "op"])
+@pytest.mark.parametrize("layer", ["mrope", "cross"])
+def test_backward_raises(layer, path):
+    """An input that requires grad (grad mode on) gives an output whose backward raises "not implemented",
+    through the public function as through torch.ops (the default fallback let backward leave .grad None)."""
+    inputs, grad_name, public, op = _layer_calls()[layer]
+    inputs[grad_name].requires_grad_()
+    out = (public if path == "public" else op)(inputs)
+    assert out.requires_grad
+    with pytest.raises(RuntimeError, match=r"derivative for vlattn::(mrope_self_attention|vision_cross_attention) "
+                                           r"is not implemented"):
+        out.float().sum().backward()
+    assert inputs[grad_name].grad is None
+
+
+@pytest.mark.parametrize("layer", ["mrope", "cross"])
+def test_no_grad_forward_matches(layer):
+    """Under torch.no_grad the same inputs give an output without a grad_fn and the same values."""
+    inputs, grad_name, public, _ = _layer_calls()[layer]
+    inputs[grad_name].requires_grad_()
+    with torch.no_grad():
+        plain = public(inputs)
+    assert not plain.requires_grad
+    tracked = public(inputs)
+    assert torch.equal(tracked.detach(), plain)
+
+
+# --------------------------------------------------------------------------------------------
+# The native path (sm_90): the layer's contract holds where the component ops are more permissive
+# --------------------------------------------------------------------------------------------
+
+def _cuda_mrope(**replace):
+    inputs = mrope_inputs(B, 64, device="cuda")
+    inputs.update(replace)
+    return inputs
+
+
+@requires_sm90
+@pytest.mark.parametrize("kind,pattern", [
+    ("mask-wide", r"attention_mask must have shape \[\*, 1, 64, 64\]"),
+    ("causal-str", r"causal must be a bool; got str"),
+    ("o_weight-none", r"o_weight must be a 2-D tensor; got NoneType"),
+])
+def test_native_mrope_contract(kind, pattern):
+    inputs, kwargs = _cuda_mrope(), {}
+    if kind == "mask-wide":
+        inputs["attention_mask"] = torch.zeros(B, 1, 64, 72, dtype=BF16, device="cuda")
+    elif kind == "causal-str":
+        kwargs["causal"] = "no"
+    else:
+        inputs["o_weight"] = None
+    with pytest.raises(ValueError, match=r"^vlattn\.mrope_self_attention: " + pattern):
+        vlattn.mrope_self_attention(**inputs, **kwargs)
+
+
+@requires_sm90
+@pytest.mark.parametrize("kind,pattern", [
+    ("theta-small", r"rope_theta must be a finite number > 1; got 0\.5"),
+    ("no-vision", r"vision_hidden_states must have at least one token"),
+])
+def test_native_cross_contract(kind, pattern):
+    inputs, kwargs = cross_inputs(B, 64, 96, device="cuda"), {}
+    if kind == "theta-small":
+        kwargs["rope_theta"] = 0.5
+    else:
+        inputs = cross_inputs(B, 64, 0, device="cuda")
+    with pytest.raises(ValueError, match=r"^vlattn\.vision_cross_attention: " + pattern):
+        vlattn.vision_cross_attention(**inputs, **kwargs)
+
+
+@requires_sm90
+@pytest.mark.parametrize("backend", ["auto", "native"])
+def test_native_mrope_many_chunks(backend, caplog):
+    """mrope_section with more than 16 chunks: the automatic choice runs composite, native says why it cannot."""
+    inputs, section = _cuda_mrope(), [4] * 32
+    if backend == "native":
+        with pytest.raises(RuntimeError, match=r"backend 'native' \(from argument\) cannot run: mrope_section has "
+                                               r"32 chunks; the native kernels take at most 16"):
+            vlattn.mrope_self_attention(**inputs, mrope_section=section, backend="native")
+        return
+    got = vlattn.mrope_self_attention(**inputs, mrope_section=section)
+    expected = vlattn.mrope_self_attention(**inputs, mrope_section=section, backend="composite")
+    assert torch.equal(got, expected)
+
+
+@requires_sm90
+@pytest.mark.parametrize("kind", ["sin-expanded", "cos-strided", "both-strided"])
+def test_native_mrope_table_views(kind):
+    """Tables that are valid views but not what the QKV kernel reads (an expanded batch, a strided last dim)
+    give the same bits as their contiguous copies."""
+    inputs = _cuda_mrope()
+    cos, sin = inputs["cos"], inputs["sin"]
+    views = dict(inputs)
+    if kind == "sin-expanded":
+        sin = sin[:, :1].expand_as(sin)
+        views["sin"] = sin
+    if kind in ("cos-strided", "both-strided"):
+        wide = torch.randn(*cos.shape[:-1], 256, device="cuda").to(BF16)
+        cos = wide[..., ::2]
+        views["cos"] = cos
+    if kind == "both-strided":
+        wide = torch.randn(*sin.shape[:-1], 256, device="cuda").to(BF16)
+        sin = wide[..., 1::2]
+        views["sin"] = sin
+    dense = dict(inputs, cos=cos.contiguous(), sin=sin.contiguous())
+    expected = vlattn.mrope_self_attention(**dense, backend="native")
+    assert torch.equal(vlattn.mrope_self_attention(**views), expected)
+    assert torch.equal(vlattn.mrope_self_attention(**views, backend="native"), expected)
+
+
+@requires_sm90
+@pytest.mark.parametrize("layer", ["mrope", "cross"])
+def test_native_out_view_that_does_not_collapse(layer):
+    """out= as a [B, S, N] view of an [S, B, N] buffer (rows that do not collapse): the result lands in it."""
+    if layer == "mrope":
+        inputs, fn = _cuda_mrope(), vlattn.mrope_self_attention
+        rows = 64
+    else:
+        inputs, fn = cross_inputs(B, 48, 96, device="cuda"), vlattn.vision_cross_attention
+        rows = 48
+    expected = fn(**inputs)
+    buf = poisoned(rows, B, HIDDEN, device="cuda")
+    out = buf.transpose(0, 1)
+    assert fn(**inputs, out=out) is out
+    assert torch.equal(out, expected)
+
+
+@requires_sm90
+@pytest.mark.parametrize("layer", ["mrope", "cross"])
+def test_native_backward_raises(layer):
+    inputs, grad_name, public, _ = _layer_calls("cuda")[layer]
+    inputs[grad_name].requires_grad_()
+    out = public(inputs)
+    with pytest.raises(RuntimeError, match=r"derivative for vlattn::\w+ is not implemented"):
+        out.float().sum().backward()
+
+
+@requires_sm90
+def test_native_component_ops_backward_raises():
+    x = torch.randn(64, 256, device="cuda").to(BF16).requires_grad_()
+    w = (torch.randn(128, 256, device="cuda") * 0.02).to(BF16)
+    y = vlattn.linear(x, w)
+    with pytest.raises(RuntimeError, match=r"derivative for vlattn::linear is not implemented"):
+        y.float().sum().backward()
+    q = torch.randn(1, 4, 64, 128, device="cuda").to(BF16).requires_grad_()
+    k = torch.randn(1, 2, 64, 128, device="cuda").to(BF16)
+    o = vlattn.attention(q, k, k.clone())
+    with pytest.raises(RuntimeError, match=r"derivative for vlattn::attention is not implemented"):
+        o.float().sum().backward()
