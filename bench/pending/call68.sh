@@ -14,7 +14,9 @@ A=${1:?sha}
 R=${OUT:?OUT}
 cd "$(dirname "$0")/../.."
 OUT=$R PARTS=h200 bash bench/pending/call65.sh "$A"  # its h200 part runs only on an H200 (elsewhere it says so, ~1 s)
-OUT=$R/epi VLATTN_COMMIT=$A CALL_BUDGET_S=${EPI_BUDGET_S:-200} PROBE_TIMEOUT_S=$(( ${EPI_BUDGET_S:-200} - 20 )) \
+# Then (any GPU) the GPU tests of this session's validation fixes first (tests/test_validation.py's sm_90 cases and
+# test_ops.py, ~60 s), then the ncu reads.
+OUT=$R/epi VLATTN_COMMIT=$A CALL_BUDGET_S=${EPI_BUDGET_S:-300} TEST_TIMEOUT_S=120 PROBE_TIMEOUT_S=150 \
   PROBE_CMDS="bash bench/ncu_qkv_kernels.sh 14 '1 0 5' 007; bash bench/ncu_qkv_kernels.sh 13 '1 0' 034" \
-  scripts/gpu_check.sh probe
+  scripts/gpu_check.sh probe tests/test_validation.py tests/test_ops.py
 (cd "$R" && tar czf epi68.tar.gz epi && rm -rf epi)
