@@ -791,6 +791,14 @@ void launch(const char* op, QkvParams& p, const at::Tensor& x, c10::string_view 
   // The grouped names never get here: launch_all sends them to launch_grouped for every launch.
   const cudaError_t err = qkv_rope_sm90(p, cfg);
   VLATTN_HOST_MARK("qkv.fused");
+  if (err == cudaErrorNotSupported) {  // the kernel's host side refused the shape (qkv/qkv_sm90.cu)
+    std::string group_heads;
+    for (int g = 0; g < p.num_groups; ++g) group_heads += (g ? "/" : "") + num(p.groups[g].heads);
+    TORCH_CHECK(false, op, ": config '", std::string(config.empty() ? "(automatic)" : config), "' cannot run M=",
+                num(p.m), ", K=", num(p.k), " with heads per group ", group_heads,
+                " (c256 needs an even head count in every group and at most one wave of head-pair tiles; "
+                "splitk<N> needs at least N k-tiles of 64; every config at most 2^30 tiles)");
+  }
   TORCH_CHECK(err == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(err));
 }
 
