@@ -66,9 +66,9 @@ TORCH_LIBRARY_IMPL(vlattn, CPU, m) {
 // No op has a backward (the layers are for inference). Without an Autograd kernel, PyTorch's default
 // fallback lets an output claim a grad_fn whose backward leaves the inputs' .grad as None with only a
 // warning: a silently wrong gradient. PyTorch's "not implemented" fallback instead raises "derivative for
-// vlattn::<op> is not implemented" when backward reaches the op; the forward is unchanged (no check, no
-// cost, when no input requires grad). The public Python functions send calls with grad-requiring inputs
-// through the dispatcher so that they get the same behaviour (vlattn/ops.py, _direct_call_ok).
+// vlattn::<op> is not implemented" when backward reaches the op; the forward is unchanged (the fallback
+// replaced did the same per-argument requires_grad scan). The public Python functions send calls that autograd
+// would record through the dispatcher so that they get the same behaviour (vlattn/ops.py, _grad_requested).
 TORCH_LIBRARY_IMPL(vlattn, Autograd, m) {
   for (const char* op : {"linear", "linear.out", "mrope_self_attention", "mrope_self_attention.out",
                          "vision_cross_attention", "vision_cross_attention.out", "mrope_qkv", "vision_qkv",
