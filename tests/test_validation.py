@@ -361,6 +361,17 @@ def test_backward_raises(layer, path):
 
 
 @pytest.mark.parametrize("layer", ["mrope", "cross"])
+def test_backward_raises_for_parameter_weights(layer):
+    """The usual training-mode case: the weights are nn.Parameters (a Tensor subclass) that require grad."""
+    inputs, _, public, _ = _layer_calls()[layer]
+    for name in [k for k in inputs if k.endswith("weight")]:
+        inputs[name] = torch.nn.Parameter(inputs[name])
+    out = public(inputs)
+    with pytest.raises(RuntimeError, match=r"derivative for vlattn::\w+ is not implemented"):
+        out.float().sum().backward()
+
+
+@pytest.mark.parametrize("layer", ["mrope", "cross"])
 def test_no_grad_forward_matches(layer):
     """Under torch.no_grad the same inputs give an output without a grad_fn and the same values."""
     inputs, grad_name, public, _ = _layer_calls()[layer]

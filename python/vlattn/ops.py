@@ -118,6 +118,8 @@ def _check_projections(op: str, x: Tensor, weights: dict[str, Tensor | None], hi
 
 def _int_list_arg(op: str, name: str, values) -> list:
     """A sequence argument as a list (its entries are checked by _check_int_list)."""
+    if type(values) is list or type(values) is tuple:  # the usual case first: host time of small layers
+        return list(values)
     if isinstance(values, (str, bytes, Tensor)) or not hasattr(values, "__iter__"):
         _fail(op, f"{name} must be a sequence of ints; got {type(values).__name__}")
     return list(values)
@@ -593,7 +595,12 @@ def _grad_requested(args: tuple) -> bool:
     """True when autograd would record the call: grad mode on and an input requiring grad. Such calls go
     through the dispatcher, whose Autograd kernel (csrc/torch_bindings.cpp) makes backward raise "derivative
     for vlattn::<op> is not implemented" instead of the direct path's output silently without a grad_fn."""
-    return torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
+    if not torch.is_grad_enabled():
+        return False
+    for a in args:  # a plain loop: ~2x faster than any() over a generator
+        if isinstance(a, Tensor) and a.requires_grad:  # isinstance: nn.Parameter weights are the usual case
+            return True
+    return False
 
 
 def mrope_self_attention(hidden_states: Tensor, q_weight: Tensor, q_bias: Tensor, k_weight: Tensor, k_bias: Tensor,
