@@ -12,7 +12,6 @@
 #include <cmath>
 #include <string>
 #include <tuple>
-#include <utility>
 
 #include "launch/dev_switch.h"
 #include "launch/host_trace.h"
@@ -51,13 +50,6 @@ void check_layer_mask(const c10::optional<at::Tensor>& mask, const at::Tensor& x
                   m.size(3) == s,
               "mrope_self_attention: attention_mask must be [", num(b), " or 1, 1, ", num(s), ", ", num(s), "]; got ",
               dims_str(m.sizes()));
-}
-
-// cos and sin as the QKV op reads them (unit last-dim stride, the same strides): an expanded or strided
-// table the layer accepts is copied once.
-std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& cos, const at::Tensor& sin) {
-  if (cos.dim() == 4 && sin.dim() == 4 && cos.stride(3) == 1 && cos.strides() == sin.strides()) return {cos, sin};
-  return {cos.contiguous(), sin.contiguous()};
 }
 
 at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
@@ -102,7 +94,6 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
                        c10::optional<at::Tensor> out) {
   VLATTN_HOST_MARK("layer.enter");
   check_layer_mask(attention_mask, hidden_states);
-  const auto [cos_t, sin_t] = rope_tables(cos, sin);
   const int64_t rows = token_rows(hidden_states);
   LayerScratch scratch(hidden_states, scratch_bound(rows, rows, q_weight, k_weight));
   VLATTN_HOST_MARK("layer.scratch");
@@ -110,8 +101,8 @@ at::Tensor mrope_layer(const at::Tensor& hidden_states, const at::Tensor& q_weig
   at::Tensor q, k, v;
   {
     RECORD_USER_SCOPE("vlattn.layer.qkv");
-    std::tie(q, k, v) = mrope_qkv_ex(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos_t,
-                                     sin_t, mrope_section, "", v_token_major());
+    std::tie(q, k, v) = mrope_qkv_ex(dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight, v_bias, cos,
+                                     sin, mrope_section, "", v_token_major());
   }
   VLATTN_HOST_MARK("layer.qkv");
   c10::optional<at::Tensor> mask = attention_mask;

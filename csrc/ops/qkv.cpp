@@ -898,11 +898,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv_ex(
                     t->size(3) == kQkvHeadDim,
                 op, ": ", name, " must be [3, B, S, 128] = [3, ", num(batch), ", ", num(seq), ", 128]; got ",
                 dims_str(t->sizes()));
-    TORCH_CHECK(t->stride(3) == 1, op, ": ", name, " must have unit stride in its last dim; got strides ",
-                dims_str(t->strides()));
   }
-  TORCH_CHECK(cos.strides() == sin.strides(), op, ": cos and sin must have the same strides; got ",
-              dims_str(cos.strides()), " and ", dims_str(sin.strides()));
+  // The kernels read table rows with unit stride and one set of strides for both tables: any other view of
+  // [3, B, S, 128] (an expanded batch, a strided last dim) is copied once.
+  const bool tables_as_given = cos.stride(3) == 1 && cos.strides() == sin.strides();
+  const at::Tensor cos_t = tables_as_given ? cos : cos.contiguous();
+  const at::Tensor sin_t = tables_as_given ? sin : sin.contiguous();
   int64_t total = 0;
   for (int64_t s : mrope_section) {
     TORCH_CHECK(s > 0, op, ": mrope_section entries must be positive; got ", dims_str(mrope_section));
@@ -920,11 +921,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mrope_qkv_ex(
   at::Tensor q, kk, v;
   QkvOutputs outs(x.options(), batch, &q, &p.groups[0], hq, seq, &kk, &p.groups[1], &v, &p.groups[2], hkv, seq);
   outs.v_token_major = v_token_major;
-  p.rope.cos = cos.data_ptr();
-  p.rope.sin = sin.data_ptr();
-  p.rope.tab_plane_stride = cos.stride(0);
-  p.rope.tab_batch_stride = cos.stride(1);
-  p.rope.tab_seq_stride = cos.stride(2);
+  p.rope.cos = cos_t.data_ptr();
+  p.rope.sin = sin_t.data_ptr();
+  p.rope.tab_plane_stride = cos_t.stride(0);
+  p.rope.tab_batch_stride = cos_t.stride(1);
+  p.rope.tab_seq_stride = cos_t.stride(2);
   int sections[16];
   for (size_t i = 0; i < mrope_section.size(); ++i) sections[i] = static_cast<int>(mrope_section[i]);
   for (int c = 0; c < kQkvHeadDim; ++c)

@@ -400,8 +400,6 @@ def _native_mrope(hidden_states, q_weight, q_bias, k_weight, k_bias, v_weight, v
                   attention_mask=None, *, mrope_section, causal, out=None):
     """native 007: one fused QKV + bias + mRoPE launch (head-major q/k/v), the attention kernel with the
     mask (exact tile skipping), the O-projection GEMM."""
-    if cos.stride(-1) != 1 or cos.stride() != sin.stride():  # an expanded or strided table: one copy
-        cos, sin = cos.contiguous(), sin.contiguous()
     q, k, v = torch.ops.vlattn.mrope_qkv(_dense(hidden_states), q_weight, q_bias, k_weight, k_bias, v_weight,
                                          v_bias, cos, sin, mrope_section=list(mrope_section))
     o = _native_attention(q, k, v, attention_mask, causal)
