@@ -2,7 +2,7 @@
 
     python3 bench/rule_audit.py RUN.json [RUN.json ...] [--min-gain 0.02]
 
-Each RUN.json is one `vlattn-bench --mode layers --switch NAME=default,alt1,...` run (bench/pending/call58b.sh runs
+Each RUN.json is one `vlattn-bench --mode layers --switch NAME=default,alt1,...` run (bench/rule_audit.sh runs
 one per switch over all 32 workloads), the rule's value first. Per switch, for every alternative value, the
 workloads whose graph-replay median AND eager median are both at least --min-gain below the rule's, then the
 spread of the ratios over all workloads (a switch that changes nothing on a workload reads ~1.000 there: the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The fifty-eighth session's rule audit (any GPU): each dispatch switch against its rule on all 32 workloads, one
-# process per switch (eager and graph replay per value, interleaved), then bench/rule_audit.py's screen:
+# The rule audit (any GPU; first run in the fifty-eighth session): each dispatch switch against its rule on all 32
+# workloads, one process per switch (eager and graph replay per value, interleaved), then bench/rule_audit.py's screen:
 #
-#   run(command="bash bench/pending/call58b.sh <sha> [A|B]", carry=[".whl", "prebuilt"])
+#   run(command="bash bench/rule_audit.sh <sha> [A|B|C]", carry=[".whl", "prebuilt"])
 #
 # Set A: the stream, persistent-grid, resident-kernel, key-width and RoPE-table rules; set B: the tuned table, the
 # pair's waves, the split-key kernel, the epilogue GEMM, lean ZERO tiles, the grouped plan's upper bound; set C: the
@@ -14,7 +14,7 @@ set -uo pipefail
 A=${1:?sha}
 SET=${2:-A}
 R=${OUT:?OUT}
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 B='python3 -m vlattn.bench --mode layers --baselines "" --backends native --iters 10 --warmup 2 --rounds 2 --no-check --warmup-s 1'
 if [ "$SET" = A ]; then
   SW="VLATTN_QKV_GEMM_STREAMS=1,0,2 VLATTN_ATTN_PERSISTENT=1,0,2 VLATTN_ATTN_RESIDENT=1,0,2 VLATTN_ATTN_BN=0,1 VLATTN_QKV_ROPE_TABLE=1,0,2"
