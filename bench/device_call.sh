@@ -62,7 +62,7 @@ EOF
 if want tests; then
   TESTS=${TESTS:-tests/test_validation.py tests/test_qkv.py::test_bad_section_and_split tests/test_ops.py}
   budget=${TESTS_BUDGET_S:-150}; jobs=1
-  [ "$TESTS" = tests/ ] && { budget=${TESTS_BUDGET_S:-275}; jobs=3; }
+  case "$TESTS" in tests | tests/) budget=${TESTS_BUDGET_S:-275}; jobs=3 ;; esac
   mkdir -p "$R/tests"
   # shellcheck disable=SC2086  # TESTS is a list of pytest paths
   OUT=$R/tests VLATTN_COMMIT=$A CALL_BUDGET_S=$budget TEST_TIMEOUT_S=$((budget - 10)) SUITE_JOBS=$jobs \
