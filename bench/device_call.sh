@@ -5,24 +5,18 @@
 #
 # Pass the sha literally: inside the device copy, git HEAD is the session's starting commit, not the tree sent.
 # PARTS picks what runs, in this order whatever the order given; the default depends on the GPU:
-#   H200:  "readme tune"  (~125 s + ~90 s on a warm machine)
+#   H200:  "readme gemm"  (~125 s + ~230 s on a warm machine; "tune" ~90 s)
 #   other: "tests"        (nothing H200-only: the issues' targets are H200 numbers)
 #
 #   tests   the GPU tests of TESTS (default: the validation cases, the refused-config message, the component ops;
 #           `tests/` for the whole suite, then SUITE_JOBS=3 is set and the cap is 275 s), any GPU.
 #   readme  the README's layers run (`vlattn.bench --mode layers --budget-s 200`, JSON and plot), H200 only:
 #           then here `python bench/readme_table.py <layers.json>` and the README's bullets.
-#   tune    the GEMM tuner (`python3 -m vlattn.tune --iters 30`), then the parallel split-K table decision below
-#           (H200 only).
-#   gemm    `vlattn-bench --mode gemm` (issue 3's table, against cuBLAS in the same run) on the table decided,
+#   tune    the GEMM tuner (`python3 -m vlattn.tune --iters 30 --out $OUT/tune/tune_full.json`), H200 only: compare it with the
+#           committed table here (`python bench/compare_tuned.py <json>`) and commit it as
+#           python/vlattn/data/gemm_tuned_h200.json if it should replace it (then rebuild: setup.py bakes the entries in).
+#   gemm    `vlattn-bench --mode gemm` (issue 3's table, against cuBLAS in the same run) on the committed table,
 #           H200 only.
-#
-# The decision (bench/NOTES.md, sixty-fifth session): if this GPU's tuner picks a `_psplit/` config at all three
-# of 128x512x3584+b, 256x512x3584+b and 392x1024x4096+b (as three H100 runs did), the table becomes what
-# bench/pending/pred65_table.py writes (the committed table plus those three entries; prebuilt/ holds that tree's
-# module, so nothing builds on the device). Otherwise the committed table stays. The tuner's JSON is kept in
-# /tmp/vlattn_device so a later call on the same warm machine decides the same way (a fresh machine: the committed
-# table). `git checkout` restores the committed table at the end of the call.
 #
 # Budget: each part caps its own time (gpu_check.sh's CALL_BUDGET_S); PARTS=readme alone when little device time is
 # left. Every part leaves one tarball in $OUT (the device tool returns at most 8 files).
@@ -32,7 +26,7 @@ R=${OUT:?OUT}
 cd "$(dirname "$0")/.."
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in
-  *H200*) h200=1; PARTS=${PARTS:-readme tune} ;;
+  *H200*) h200=1; PARTS=${PARTS:-readme gemm} ;;
   *) h200=0; PARTS=${PARTS:-tests} ;;
 esac
 echo "device_call: $GPU: parts $PARTS"
@@ -44,21 +38,6 @@ only_h200() {  # an H200 part asked for elsewhere: say so and skip it
   return 1
 }
 pack() { (cd "$R" && tar czf "$1.tar.gz" "$1" && rm -rf "$1"); }
-KEEP=/tmp/vlattn_device
-mkdir -p "$KEEP"
-decide() {  # writes the predicted table over the committed one when the tuner's JSON says so
-  [ -f "$KEEP/tune_full.json" ] || { echo "device_call: no tuner JSON: committed table"; return; }
-  python3 - "$KEEP/tune_full.json" "$GPU" <<'EOF' && python3 bench/pending/pred65_table.py
-import json, sys
-e = json.load(open(sys.argv[1]))["entries"]
-keys = ("128,512,3584", "256,512,3584", "392,1024,4096")
-picks = {k: e.get(k, "(no entry: the fallback)") for k in keys}
-ok = all("_psplit/" in v for v in picks.values())
-print(f"device_call: {sys.argv[2]} tuner picks", picks, "->", "predicted table (pred65)" if ok else "committed table")
-sys.exit(0 if ok else 1)
-EOF
-}
-
 if want tests; then
   TESTS=${TESTS:-tests/test_validation.py tests/test_qkv.py::test_bad_section_and_split tests/test_ops.py}
   budget=${TESTS_BUDGET_S:-150}; jobs=1
@@ -69,7 +48,7 @@ if want tests; then
     scripts/gpu_check.sh probe $TESTS
   pack tests
 fi
-if want readme && only_h200 readme; then  # the layers read none of the three psplit entries: the committed table
+if want readme && only_h200 readme; then
   mkdir -p "$R/readme"
   budget=${README_BUDGET_S:-300}
   OUT=$R/readme VLATTN_COMMIT=$A CALL_BUDGET_S=$budget PROBE_TIMEOUT_S=$((budget - 30)) \
@@ -82,18 +61,13 @@ if want tune && only_h200 tune; then
   OUT=$R/tune VLATTN_COMMIT=$A CALL_BUDGET_S=230 PROBE_TIMEOUT_S=200 \
     PROBE_CMDS="python3 -m vlattn.tune --iters 30 --out \$OUT/tune_full.json 2>&1 | tee \$OUT/tune_full.log" \
     scripts/gpu_check.sh probe
-  cp "$R/tune/tune_full.json" "$KEEP/" 2>/dev/null
-  decide | tee "$R/tune/decision.txt"
-  git checkout -- python/vlattn/data/gemm_tuned_h200.json 2>/dev/null || true
   pack tune
 fi
 if want gemm && only_h200 gemm; then
   mkdir -p "$R/gemm"
-  decide | tee "$R/gemm/decision.txt"
   OUT=$R/gemm VLATTN_COMMIT=$A CALL_BUDGET_S=260 PROBE_TIMEOUT_S=230 \
     PROBE_CMDS="python3 -m vlattn.bench --mode gemm --json \$OUT/gemm.json --plot \$OUT/gemm.png 2>&1 | tee \$OUT/gemm.log" \
     scripts/gpu_check.sh probe
-  git checkout -- python/vlattn/data/gemm_tuned_h200.json 2>/dev/null || true
   pack gemm
 fi
 exit 0
