@@ -48,26 +48,17 @@ if want tests; then
     scripts/gpu_check.sh probe $TESTS
   pack tests
 fi
-if want readme && only_h200 readme; then
-  mkdir -p "$R/readme"
-  budget=${README_BUDGET_S:-300}
-  OUT=$R/readme VLATTN_COMMIT=$A CALL_BUDGET_S=$budget PROBE_TIMEOUT_S=$((budget - 30)) \
-    PROBE_CMDS='python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png' \
-    scripts/gpu_check.sh probe
-  pack readme
-fi
-if want tune && only_h200 tune; then
-  mkdir -p "$R/tune"
-  OUT=$R/tune VLATTN_COMMIT=$A CALL_BUDGET_S=230 PROBE_TIMEOUT_S=200 \
-    PROBE_CMDS="python3 -m vlattn.tune --iters 30 --out \$OUT/tune_full.json 2>&1 | tee \$OUT/tune_full.log" \
-    scripts/gpu_check.sh probe
-  pack tune
-fi
-if want gemm && only_h200 gemm; then
-  mkdir -p "$R/gemm"
-  OUT=$R/gemm VLATTN_COMMIT=$A CALL_BUDGET_S=260 PROBE_TIMEOUT_S=230 \
-    PROBE_CMDS="python3 -m vlattn.bench --mode gemm --json \$OUT/gemm.json --plot \$OUT/gemm.png 2>&1 | tee \$OUT/gemm.log" \
-    scripts/gpu_check.sh probe
-  pack gemm
-fi
+h200_part() {  # name, call budget (s), the probe command ($OUT is the part's folder): one H200 part
+  want "$1" && only_h200 "$1" || return 0
+  mkdir -p "$R/$1"
+  OUT=$R/$1 VLATTN_COMMIT=$A CALL_BUDGET_S=$2 PROBE_TIMEOUT_S=$(($2 - 30)) PROBE_CMDS=$3 scripts/gpu_check.sh probe
+  pack "$1"
+}
+# shellcheck disable=SC2016  # $OUT is expanded by gpu_check.sh, per part
+h200_part readme "${README_BUDGET_S:-300}" \
+  'python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png'
+# shellcheck disable=SC2016
+h200_part tune 230 'python3 -m vlattn.tune --iters 30 --out $OUT/tune_full.json 2>&1 | tee $OUT/tune_full.log'
+# shellcheck disable=SC2016
+h200_part gemm 260 'python3 -m vlattn.bench --mode gemm --json $OUT/gemm.json --plot $OUT/gemm.png 2>&1 | tee $OUT/gemm.log'
 exit 0
