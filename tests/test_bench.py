@@ -789,3 +789,44 @@ def test_gc_probe_finds_a_collection_inside_a_stalled_call(tmp_path, monkeypatch
         assert s["stalls_with_gc"] == 1 and s["with_gc"]["n"] >= 1 and s["collections"]["0"]["count"] >= 1
         assert gc.isenabled() == was_enabled and gc.callbacks == hooks
     assert "1 with a collection inside" in capsys.readouterr().out
+
+
+def test_run_compare_attributes_the_movement(tmp_path, capsys):
+    """bench/run_compare.py: per implementation the geomean of new / old µs, the best PyTorch's movement, and the
+    × best geomeans of both runs, on two synthetic layers runs where only ours got faster (and one workload only
+    the new run holds, which must be left out)."""
+    import importlib.util
+    import json
+    import math
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("run_compare", root / "bench" / "run_compare.py")
+    run_compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_compare)
+
+    def run(native, graph, best, extra=False):
+        rows = []
+        names = ["007[B=1,S=128]", "034[B=2,Lq=128,Lv=196]"] + (["007[B=9,S=9]"] if extra else [])
+        for i, w in enumerate(names):
+            n, g, b = native[i % 2] * (1 + i), graph[i % 2] * (1 + i), best[i % 2] * (1 + i)
+            rows += [{"name": w, "impl": "vlattn:native", "us_median": n, "best_pytorch_us": b, "x_best_pytorch": b / n},
+                     {"name": w, "impl": "vlattn:native_graph", "us_median": g, "x_best_pytorch": b / g},
+                     {"name": w, "impl": "compile", "us_median": b, "x_best_pytorch": 1.0},
+                     {"name": w, "impl": "reference", "us_median": None}]
+        return {"meta": {}, "results": rows}
+
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(run((50.0, 80.0), (40.0, 70.0), (100.0, 200.0))))
+    new.write_text(json.dumps(run((45.0, 72.0), (40.0, 63.0), (100.0, 200.0), extra=True)))
+    c = run_compare.compare(str(old), str(new))
+    g, lo, hi, n = c["impl"]["vlattn:native"]
+    assert n == 2 and math.isclose(g, 0.9) and math.isclose(lo, 0.9) and math.isclose(hi, 0.9)
+    g, lo, hi, n = c["impl"]["vlattn:native_graph"]
+    assert n == 2 and math.isclose(g, math.sqrt(0.9)) and math.isclose(lo, 0.9) and math.isclose(hi, 1.0)
+    assert math.isclose(c["best"][0], 1.0) and math.isclose(c["impl"]["compile"][0], 1.0)
+    assert "reference" not in c["impl"]  # no timed cell in either run
+    x_old, x_new = c["x_best"]["vlattn:native"]
+    assert math.isclose(x_new / x_old, 1 / 0.9)  # the baseline held: the whole × best movement is ours
+    assert run_compare.main([str(old), str(new), "--rows"]) == 0
+    out = capsys.readouterr().out
+    assert "007[B=1,S=128]" in out and "007[B=9,S=9]" not in out

@@ -1,0 +1,106 @@
+"""Two layers runs side by side: whose movement is a change in × best PyTorch, ours or the baseline's?
+
+    python3 bench/run_compare.py OLD.json NEW.json [--rows]
+
+Both files are `vlattn-bench --mode layers` JSON (bench/runs/*_layers.json). Printed:
+- per implementation, the geomean over the workloads both runs hold of NEW µs / OLD µs, with its min and max
+  (below 1: NEW is faster), and the same for "best PyTorch" (the fastest baseline of each run);
+- the geomean × best PyTorch of `vlattn:native` (eager) and `vlattn:native_graph` in each run. Its ratio is the
+  ratio of the baseline's movement to ours, so the two lines above say which side moved it;
+- with --rows, per workload: our eager and graphed µs, the eager − graph gap (the host path's share on small
+  layers), and the best PyTorch µs, in both runs.
+Two runs on different machines or days differ by the machine as well (README, "How much one run moves"): decide
+kernel changes by in-process A/Bs, and use this to read a new table against the last one.
+"""
+import argparse
+import json
+import math
+import sys
+
+NATIVE, GRAPH = "vlattn:native", "vlattn:native_graph"
+
+
+def load(path):
+    """{(workload, impl): µs median}, {workload: best PyTorch µs}, {impl: {workload: × best}}."""
+    with open(path) as f:
+        results = json.load(f)["results"]
+    us, best, x_best = {}, {}, {}
+    for r in results:
+        if r.get("us_median") is None:
+            continue
+        us[(r["name"], r["impl"])] = r["us_median"]
+        if r["impl"] == NATIVE and r.get("best_pytorch_us") is not None:
+            best[r["name"]] = r["best_pytorch_us"]
+        if r.get("x_best_pytorch") is not None:
+            x_best.setdefault(r["impl"], {})[r["name"]] = r["x_best_pytorch"]
+    return us, best, x_best
+
+
+def geomean(values):
+    values = list(values)
+    if not values:
+        return float("nan")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def ratio_row(old, new):
+    """geomean, min and max of new[k] / old[k] over the keys both hold; None if none."""
+    ratios = [new[k] / old[k] for k in old if k in new and old[k] > 0]
+    return (geomean(ratios), min(ratios), max(ratios), len(ratios)) if ratios else None
+
+
+def compare(old_path, new_path):
+    """The printed lines' numbers: {"impl": {impl: (geo, min, max, n)}, "best": (...), "x_best": {impl: (old, new)}}."""
+    old_us, old_best, old_x = load(old_path)
+    new_us, new_best, new_x = load(new_path)
+    impls = sorted({i for _, i in old_us} & {i for _, i in new_us}, key=lambda i: (i != NATIVE, i != GRAPH, i))
+    out = {"impl": {}, "best": ratio_row(old_best, new_best), "x_best": {}}
+    for impl in impls:
+        row = ratio_row({w: v for (w, i), v in old_us.items() if i == impl},
+                        {w: v for (w, i), v in new_us.items() if i == impl})
+        if row:
+            out["impl"][impl] = row
+    for impl in (NATIVE, GRAPH):
+        shared = set(old_x.get(impl, {})) & set(new_x.get(impl, {}))
+        if shared:
+            out["x_best"][impl] = (geomean(old_x[impl][w] for w in shared), geomean(new_x[impl][w] for w in shared))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--rows", action="store_true", help="per workload: eager, graphed, gap, best PyTorch")
+    args = ap.parse_args(argv)
+    c = compare(args.old, args.new)
+    if not c["impl"]:
+        print("run_compare: the two runs share no workload and implementation", file=sys.stderr)
+        return 1
+    print(f"NEW / OLD µs, geomean over the shared workloads (min-max):  OLD {args.old}  NEW {args.new}")
+    for impl, (g, lo, hi, n) in c["impl"].items():
+        print(f"  {impl:22s} {g:6.3f}  ({lo:.2f}-{hi:.2f}, {n} workloads)")
+    if c["best"]:
+        g, lo, hi, n = c["best"]
+        print(f"  {'best PyTorch':22s} {g:6.3f}  ({lo:.2f}-{hi:.2f}, {n} workloads)")
+    for impl, (o, n) in c["x_best"].items():
+        print(f"x best PyTorch, {impl}: {o:.3f} -> {n:.3f}")
+    if args.rows:
+        old_us, old_best, _ = load(args.old)
+        new_us, new_best, _ = load(args.new)
+        names = [w for (w, i) in new_us if i == NATIVE and (w, NATIVE) in old_us]
+        print(f"\n{'workload':28s} {'eager':>15s} {'graphed':>15s} {'gap':>11s} {'best PyTorch':>15s}")
+        for w in names:
+            cells = []
+            for key in ((w, NATIVE), (w, GRAPH)):
+                a, b = old_us.get(key), new_us.get(key)
+                cells.append(f"{a:7.1f} {b:7.1f}" if a is not None and b is not None else f"{'-':>15s}")
+            ga = old_us[(w, NATIVE)] - old_us.get((w, GRAPH), float("nan"))
+            gb = new_us[(w, NATIVE)] - new_us.get((w, GRAPH), float("nan"))
+            ba, bb = old_best.get(w, float("nan")), new_best.get(w, float("nan"))
+            print(f"{w:28s} {cells[0]} {cells[1]} {ga:5.1f} {gb:5.1f} {ba:7.1f} {bb:7.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
