@@ -674,6 +674,15 @@ def test_floor_table_floor_is_above_t_sol_and_runs_on_a_run(capsys, monkeypatch)
     floor_table.main()
     out = capsys.readouterr().out
     assert "best PyTorch / floor: geomean" in out and out.count("\n034[") == 16 and out.count("\n007[") == 16
+    # The cells follow the header: native (eager) µs, graph µs, floor / eager, floor / graph (the two percentages
+    # were once printed in the other order under this header, and docs quoted eager numbers as graph replay's).
+    header = next(line for line in out.splitlines() if line.startswith("workload")).replace("|", " ").split()
+    row = next(line for line in out.splitlines() if line.startswith("007[B=1,S=128]")).replace("|", " ").split()
+    cell = dict(zip(header, row))
+    floor, eager, graph = float(cell["floor"]), float(cell["native"]), float(cell["graph"])
+    assert eager != graph
+    pct = {k: float(cell[k].rstrip("%")) for k in ("floor/T", "floor/Tg")}  # from the unrounded floor: ±0.2
+    assert abs(pct["floor/T"] - 100 * floor / eager) < 0.2 and abs(pct["floor/Tg"] - 100 * floor / graph) < 0.2
 
 
 def test_rule_audit_flags_only_workloads_faster_in_both_columns(tmp_path, capsys, monkeypatch):
