@@ -51,8 +51,12 @@ def ratio_row(old, new):
 
 def compare(old_path, new_path):
     """The printed lines' numbers: {"impl": {impl: (geo, min, max, n)}, "best": (...), "x_best": {impl: (old, new)}}."""
-    old_us, old_best, old_x = load(old_path)
-    new_us, new_best, new_x = load(new_path)
+    return compare_loaded(load(old_path), load(new_path))
+
+
+def compare_loaded(old, new):
+    """compare() on two load() results."""
+    (old_us, old_best, old_x), (new_us, new_best, new_x) = old, new
     impls = sorted({i for _, i in old_us} & {i for _, i in new_us}, key=lambda i: (i != NATIVE, i != GRAPH, i))
     out = {"impl": {}, "best": ratio_row(old_best, new_best), "x_best": {}}
     for impl in impls:
@@ -73,7 +77,8 @@ def main(argv=None):
     ap.add_argument("new")
     ap.add_argument("--rows", action="store_true", help="per workload: eager, graphed, gap, best PyTorch")
     args = ap.parse_args(argv)
-    c = compare(args.old, args.new)
+    old, new = load(args.old), load(args.new)
+    c = compare_loaded(old, new)
     if not c["impl"]:
         print("run_compare: the two runs share no workload and implementation", file=sys.stderr)
         return 1
@@ -86,8 +91,7 @@ def main(argv=None):
     for impl, (o, n) in c["x_best"].items():
         print(f"x best PyTorch, {impl}: {o:.3f} -> {n:.3f}")
     if args.rows:
-        old_us, old_best, _ = load(args.old)
-        new_us, new_best, _ = load(args.new)
+        (old_us, old_best, _), (new_us, new_best, _) = old, new
         names = [w for (w, i) in new_us if i == NATIVE and (w, NATIVE) in old_us]
         print(f"\n{'workload':28s} {'eager':>15s} {'graphed':>15s} {'gap':>11s} {'best PyTorch':>15s}")
         for w in names:
