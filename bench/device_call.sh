@@ -10,6 +10,8 @@
 #
 #   tests   the GPU tests of TESTS (default: the validation cases, the refused-config message, the component ops;
 #           `tests/` for the whole suite, then SUITE_JOBS=3 is set and the cap is 275 s), any GPU.
+#   eager   bench/probe_host.py on the seven small 007 layers and two small 034 ones (host / gpu / cold / graph µs of
+#           the bench's own callable), then its torch.profiler host ranges on 007 B1 S512, any GPU (~60 s).
 #   readme  the README's layers run (`vlattn.bench --mode layers --budget-s 200`, JSON and plot), H200 only:
 #           then here `python bench/readme_table.py <layers.json>` and the README's bullets.
 #   tune    the GEMM tuner (`python3 -m vlattn.tune --iters 30 --out $OUT/tune/tune_full.json`), H200 only: compare it with the
@@ -54,6 +56,14 @@ h200_part() {  # name, call budget (s), the probe command ($OUT is the part's fo
   OUT=$R/$1 VLATTN_COMMIT=$A CALL_BUDGET_S=$2 PROBE_TIMEOUT_S=$(($2 - 30)) PROBE_CMDS=$3 scripts/gpu_check.sh probe
   pack "$1"
 }
+if want eager; then
+  mkdir -p "$R/eager"
+  # shellcheck disable=SC2016  # $OUT is expanded by gpu_check.sh
+  OUT=$R/eager VLATTN_COMMIT=$A CALL_BUDGET_S=150 PROBE_TIMEOUT_S=120 \
+    PROBE_CMDS='python3 bench/probe_host.py --iters 30 --workloads 007:10,007:15,007:0,007:8,007:11,007:14,007:9,034:15,034:0; python3 bench/probe_host.py --iters 10 --workloads 007:8 --ranges 50' \
+    scripts/gpu_check.sh probe
+  pack eager
+fi
 # shellcheck disable=SC2016  # $OUT is expanded by gpu_check.sh, per part
 h200_part readme "${README_BUDGET_S:-300}" \
   'python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png'
