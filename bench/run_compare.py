@@ -8,7 +8,12 @@ Both files are `vlattn-bench --mode layers` JSON (bench/runs/*_layers.json). Pri
 - the geomean × best PyTorch of `vlattn:native` (eager) and `vlattn:native_graph` in each run. Its ratio is the
   ratio of the baseline's movement to ours, so the two lines above say which side moved it;
 - with --rows, per workload: our eager and graphed µs, the eager − graph gap (the host path's share on small
-  layers), and the best PyTorch µs, in both runs.
+  layers), the best PyTorch µs, in both runs, and "host": the composite eager column's NEW / OLD µs;
+- the host reading: on small layers the composite's eager calls are bound by the host (hundreds of µs of launches
+  around GPU work that its graph replays do in ~100-200), so their NEW / OLD ratio measures how fast the host ran
+  that workload's minutes in each process. Where our eager − graph gap moved by >= 3 µs and the composite's eager
+  µs by >= 10%, it counts the workloads whose gap moved the same way as the host (wider on a slower host): if
+  nearly all agree, the gap's movement is the host's, not our host path's.
 Two runs on different machines or days differ by the machine as well (README, "How much one run moves"): decide
 kernel changes by in-process A/Bs, and use this to read a new table against the last one.
 """
@@ -18,6 +23,8 @@ import math
 import sys
 
 NATIVE, GRAPH = "vlattn:native", "vlattn:native_graph"
+HOST_PROXY = "composite"   # the composite's eager calls: host-bound on small layers
+GAP_MOVE_US, HOST_MOVE = 3.0, 1.10
 
 
 def load(path):
@@ -68,7 +75,33 @@ def compare_loaded(old, new):
         shared = set(old_x.get(impl, {})) & set(new_x.get(impl, {}))
         if shared:
             out["x_best"][impl] = (geomean(old_x[impl][w] for w in shared), geomean(new_x[impl][w] for w in shared))
+    out["host"] = host_reading(old_us, new_us)
     return out
+
+
+def gap(us, w):
+    """Our eager − graph µs for workload w, or None."""
+    e, g = us.get((w, NATIVE)), us.get((w, GRAPH))
+    return None if e is None or g is None else e - g
+
+
+def host_reading(old_us, new_us):
+    """{"rows": {w: (gap old, gap new, host NEW / OLD)}, "agree": [w...], "disagree": [w...]}: the workloads where
+    our eager − graph gap moved by >= GAP_MOVE_US and the composite's eager µs by >= HOST_MOVE (either way), split
+    by whether the gap widened on a slower host / narrowed on a faster one (agree) or not."""
+    rows, agree, disagree = {}, [], []
+    for (w, impl) in new_us:
+        if impl != NATIVE:
+            continue
+        ga, gb = gap(old_us, w), gap(new_us, w)
+        ha, hb = old_us.get((w, HOST_PROXY)), new_us.get((w, HOST_PROXY))
+        if ga is None or gb is None or not ha or not hb:
+            continue
+        host = hb / ha
+        rows[w] = (ga, gb, host)
+        if abs(gb - ga) >= GAP_MOVE_US and max(host, 1 / host) >= HOST_MOVE:
+            (agree if (gb > ga) == (host > 1) else disagree).append(w)
+    return {"rows": rows, "agree": agree, "disagree": disagree}
 
 
 def main(argv=None):
@@ -90,10 +123,16 @@ def main(argv=None):
         print(f"  {'best PyTorch':22s} {g:6.3f}  ({lo:.2f}-{hi:.2f}, {n} workloads)")
     for impl, (o, n) in c["x_best"].items():
         print(f"x best PyTorch, {impl}: {o:.3f} -> {n:.3f}")
+    h = c["host"]
+    if h["agree"] or h["disagree"]:
+        print(f"host: our eager - graph gap moved >= {GAP_MOVE_US:g} us where the {HOST_PROXY} eager column moved "
+              f">= {HOST_MOVE - 1:.0%} on {len(h['agree']) + len(h['disagree'])} workloads; with the host (wider on a "
+              f"slower host) on {len(h['agree'])}, against it on {len(h['disagree'])}"
+              + (f": {', '.join(h['disagree'])}" if h["disagree"] else ""))
     if args.rows:
         (old_us, old_best, _), (new_us, new_best, _) = old, new
         names = [w for (w, i) in new_us if i == NATIVE and (w, NATIVE) in old_us]
-        print(f"\n{'workload':28s} {'eager':>15s} {'graphed':>15s} {'gap':>11s} {'best PyTorch':>15s}")
+        print(f"\n{'workload':28s} {'eager':>15s} {'graphed':>15s} {'gap':>11s} {'best PyTorch':>15s} {'host':>6s}")
         for w in names:
             cells = []
             for key in ((w, NATIVE), (w, GRAPH)):
@@ -102,7 +141,9 @@ def main(argv=None):
             ga = old_us[(w, NATIVE)] - old_us.get((w, GRAPH), float("nan"))
             gb = new_us[(w, NATIVE)] - new_us.get((w, GRAPH), float("nan"))
             ba, bb = old_best.get(w, float("nan")), new_best.get(w, float("nan"))
-            print(f"{w:28s} {cells[0]} {cells[1]} {ga:5.1f} {gb:5.1f} {ba:7.1f} {bb:7.1f}")
+            host = c["host"]["rows"].get(w)
+            print(f"{w:28s} {cells[0]} {cells[1]} {ga:5.1f} {gb:5.1f} {ba:7.1f} {bb:7.1f} "
+                  + (f"{host[2]:6.2f}" if host else f"{'-':>6s}"))
     return 0
 
 

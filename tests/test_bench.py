@@ -839,3 +839,31 @@ def test_run_compare_attributes_the_movement(tmp_path, capsys):
     assert run_compare.main([str(old), str(new), "--rows"]) == 0
     out = capsys.readouterr().out
     assert "007[B=1,S=128]" in out and "007[B=9,S=9]" not in out
+
+
+def test_run_compare_host_reading():
+    """bench/run_compare.py's host reading: a workload counts only where our eager - graph gap moved >= 3 µs and the
+    composite's eager µs >= 10%; it agrees when the gap widened on a slower host or narrowed on a faster one."""
+    import importlib.util
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("run_compare", root / "bench" / "run_compare.py")
+    run_compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_compare)
+
+    def us(cells):  # {workload: (eager, graph, composite eager)}
+        out = {}
+        for w, (e, g, c) in cells.items():
+            out[(w, "vlattn:native")], out[(w, "vlattn:native_graph")], out[(w, "composite")] = e, g, c
+        return out
+
+    old = us({"slower": (50, 45, 300), "faster": (80, 60, 600), "against": (50, 45, 300), "small_gap": (50, 45, 300),
+              "steady_host": (50, 45, 300)})
+    new = us({"slower": (60, 45, 600),    # gap 5 -> 15, host 2x slower: agrees
+              "faster": (62, 60, 300),    # gap 20 -> 2, host 2x faster: agrees
+              "against": (60, 45, 150),   # gap 5 -> 15 on a 2x faster host: against
+              "small_gap": (52, 45, 600),  # gap moved 2 µs: not counted
+              "steady_host": (70, 45, 320)})  # host moved 6.7%: not counted
+    h = run_compare.host_reading(old, new)
+    assert sorted(h["agree"]) == ["faster", "slower"] and h["disagree"] == ["against"]
+    assert h["rows"]["slower"] == (5, 15, 2.0) and len(h["rows"]) == 5
