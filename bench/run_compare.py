@@ -8,7 +8,8 @@ Both files are `vlattn-bench --mode layers` JSON (bench/runs/*_layers.json). Pri
 - the geomean × best PyTorch of `vlattn:native` (eager) and `vlattn:native_graph` in each run. Its ratio is the
   ratio of the baseline's movement to ours, so the two lines above say which side moved it;
 - with --rows, per workload: our eager and graphed µs, the eager − graph gap (the host path's share on small
-  layers), the best PyTorch µs, in both runs, and "host": the composite eager column's NEW / OLD µs;
+  layers), the best PyTorch µs, in both runs, "host": the composite eager column's NEW / OLD µs, and "meter" (where
+  both runs have it): the bench's host meter's NEW / OLD µs per launch;
 - the host reading: on small layers the composite's eager calls are bound by the host (hundreds of µs of launches
   around GPU work that its graph replays do in ~100-200), so their NEW / OLD ratio measures how fast the host ran
   that workload's minutes in each process. Where our eager − graph gap moved by >= 3 µs and the composite's eager
@@ -24,15 +25,20 @@ import sys
 
 NATIVE, GRAPH = "vlattn:native", "vlattn:native_graph"
 HOST_PROXY = "composite"   # the composite's eager calls: host-bound on small layers
+METER = "host meter"       # vlattn-bench's host meter (µs per launch), where both runs have it
 GAP_MOVE_US, HOST_MOVE = 3.0, 1.10
 
 
 def load(path):
-    """{(workload, impl): µs median}, {workload: best PyTorch µs}, {impl: {workload: × best}}."""
+    """{(workload, impl): µs median}, {workload: best PyTorch µs}, {impl: {workload: × best}}. Runs from the
+    seventieth session on also hold the bench's host meter (µs per launch, per workload): under the key
+    (workload, "host meter") in the first dict."""
     with open(path) as f:
         results = json.load(f)["results"]
     us, best, x_best = {}, {}, {}
     for r in results:
+        if r.get("host_launch_us") is not None:
+            us[(r["name"], METER)] = r["host_launch_us"]
         if r.get("us_median") is None:
             continue
         us[(r["name"], r["impl"])] = r["us_median"]
@@ -64,7 +70,8 @@ def compare(old_path, new_path):
 def compare_loaded(old, new):
     """compare() on two load() results."""
     (old_us, old_best, old_x), (new_us, new_best, new_x) = old, new
-    impls = sorted({i for _, i in old_us} & {i for _, i in new_us}, key=lambda i: (i != NATIVE, i != GRAPH, i))
+    impls = sorted({i for _, i in old_us} & {i for _, i in new_us} - {METER},
+                   key=lambda i: (i != NATIVE, i != GRAPH, i))
     out = {"impl": {}, "best": ratio_row(old_best, new_best), "x_best": {}}
     for impl in impls:
         row = ratio_row({w: v for (w, i), v in old_us.items() if i == impl},
@@ -132,7 +139,9 @@ def main(argv=None):
     if args.rows:
         (old_us, old_best, _), (new_us, new_best, _) = old, new
         names = [w for (w, i) in new_us if i == NATIVE and (w, NATIVE) in old_us]
-        print(f"\n{'workload':28s} {'eager':>15s} {'graphed':>15s} {'gap':>11s} {'best PyTorch':>15s} {'host':>6s}")
+        meter = any((w, METER) in old_us for (w, _) in new_us) and any(i == METER for (_, i) in new_us)
+        print(f"\n{'workload':28s} {'eager':>15s} {'graphed':>15s} {'gap':>11s} {'best PyTorch':>15s} {'host':>6s}"
+              + (f" {'meter':>6s}" if meter else ""))
         for w in names:
             cells = []
             for key in ((w, NATIVE), (w, GRAPH)):
@@ -142,8 +151,10 @@ def main(argv=None):
             gb = new_us[(w, NATIVE)] - new_us.get((w, GRAPH), float("nan"))
             ba, bb = old_best.get(w, float("nan")), new_best.get(w, float("nan"))
             host = c["host"]["rows"].get(w)
+            ma, mb = old_us.get((w, METER)), new_us.get((w, METER))
             print(f"{w:28s} {cells[0]} {cells[1]} {ga:5.1f} {gb:5.1f} {ba:7.1f} {bb:7.1f} "
-                  + (f"{host[2]:6.2f}" if host else f"{'-':>6s}"))
+                  + (f"{host[2]:6.2f}" if host else f"{'-':>6s}")
+                  + ((f" {mb / ma:6.2f}" if ma and mb else f" {'-':>6s}") if meter else ""))
     return 0
 
 

@@ -818,7 +818,8 @@ def test_run_compare_attributes_the_movement(tmp_path, capsys):
         names = ["007[B=1,S=128]", "034[B=2,Lq=128,Lv=196]"] + (["007[B=9,S=9]"] if extra else [])
         for i, w in enumerate(names):
             n, g, b = native[i % 2] * (1 + i), graph[i % 2] * (1 + i), best[i % 2] * (1 + i)
-            rows += [{"name": w, "impl": "vlattn:native", "us_median": n, "best_pytorch_us": b, "x_best_pytorch": b / n},
+            rows += [{"name": w, "impl": "vlattn:native", "us_median": n, "best_pytorch_us": b, "x_best_pytorch": b / n,
+                      "host_launch_us": 4.0 + extra},
                      {"name": w, "impl": "vlattn:native_graph", "us_median": g, "x_best_pytorch": b / g},
                      {"name": w, "impl": "compile", "us_median": b, "x_best_pytorch": 1.0},
                      {"name": w, "impl": "reference", "us_median": None}]
@@ -839,6 +840,7 @@ def test_run_compare_attributes_the_movement(tmp_path, capsys):
     assert run_compare.main([str(old), str(new), "--rows"]) == 0
     out = capsys.readouterr().out
     assert "007[B=1,S=128]" in out and "007[B=9,S=9]" not in out
+    assert "host meter" not in c["impl"] and " meter" in out and " 1.25" in out  # the meter: 5.0 / 4.0 per launch
 
 
 def test_run_compare_host_reading():
@@ -867,3 +869,57 @@ def test_run_compare_host_reading():
     h = run_compare.host_reading(old, new)
     assert sorted(h["agree"]) == ["faster", "slower"] and h["disagree"] == ["against"]
     assert h["rows"]["slower"] == (5, 15, 2.0) and len(h["rows"]) == 5
+
+
+def test_host_path_and_host_meter_recorded(monkeypatch):
+    """A timer that takes host_us (CudaTimer) gets each impl's list and the record keeps its median as
+    host_us_median; a timer without it (cpu_timer, the tests' fakes) is called as before and records none. Every
+    record of the workload carries the host meter's reading, and host_line prints both; host_meter is None off
+    CUDA and host_meter_summary takes one reading per workload."""
+    (w,) = bench.select_workloads(workloads.load(), "007[B=1,S=128]")
+
+    def impl(key):
+        def build(c):
+            out = torch.zeros(2)
+            return bench.Runner(step=lambda: None, result=lambda: out)
+        return bench.Impl(key, pytorch=False, needs_cuda=False, build=build)
+
+    calls = []
+
+    def timer_with_host(step, iters, warmup, host_us=None):
+        calls.append(host_us is not None)
+        host_us.extend([10.0 + len(calls)] * iters)
+        return [50.0] * iters
+
+    def plain_timer(step, iters, warmup):
+        return [50.0] * iters
+
+    monkeypatch.setattr(bench, "release_memory", lambda device: None)
+    monkeypatch.setattr(bench.workloads, "make_inputs", lambda w, device, seed=None: {})
+    real_meter = bench.host_meter
+    monkeypatch.setattr(bench, "host_meter", lambda device: 4.25)
+    opts = bench.Options(iters=4, warmup=0, check=False, seed=0, rounds=2, round_warmup=0)
+    recs, _ = bench.bench_workload(w, [impl("vlattn:native"), impl("vlattn:native_graph")], torch.device("cpu"),
+                                   timer_with_host, opts)
+    assert calls and all(calls)
+    by = {r["impl"]: r for r in recs}
+    assert 10.0 < by["vlattn:native"]["host_us_median"] < 10.0 + len(calls) + 1
+    assert all(r["host_launch_us"] == 4.25 for r in recs)
+    line = bench.host_line(recs)
+    assert line.startswith("    host: 4.25 µs per launch") and "vlattn:native " in line
+    assert "vlattn:native_graph" not in line  # a replay's host time is one graph launch: not a host path
+    recs, _ = bench.bench_workload(w, [impl("vlattn:native")], torch.device("cpu"), plain_timer, opts)
+    assert "host_us_median" not in recs[0] and recs[0]["us_median"] == 50.0
+    assert not bench._takes_host_us(plain_timer) and not bench._takes_host_us(bench.cpu_timer)
+    assert bench._takes_host_us(timer_with_host)
+    assert real_meter(torch.device("cpu")) is None
+    rows = [{"name": "a", "host_launch_us": 3.0}, {"name": "a", "host_launch_us": 3.0},
+            {"name": "b", "host_launch_us": 5.0}, {"name": "c", "host_launch_us": None}]
+    assert bench.host_meter_summary(rows) == {"median": 4.0, "min": 3.0, "max": 5.0, "n": 2}
+    assert bench.host_meter_summary([{"name": "a"}]) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the host meter launches CUDA kernels: needs a CUDA device")
+def test_host_meter_reads_a_launch_time():
+    us = bench.host_meter(torch.device("cuda", torch.cuda.current_device()))
+    assert us is not None and 0.2 < us < 1000.0

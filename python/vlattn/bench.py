@@ -37,6 +37,7 @@ import contextlib
 import datetime
 import gc
 import importlib
+import inspect
 import itertools
 import json
 import math
@@ -479,6 +480,41 @@ def cpu_timer(step: Callable[[], Any], iters: int, warmup: int) -> list[float]:
     return times
 
 
+def _takes_host_us(timer) -> bool:
+    """Whether ``timer`` can also record each call's host time (CudaTimer's ``host_us``)."""
+    try:
+        return "host_us" in inspect.signature(timer).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# The host meter: launches timed per sample, samples per reading, and the spin that holds the GPU meanwhile
+# (~8 ms at 1.98 GHz: longer than HOST_METER_LAUNCHES launches on the slowest host seen, ~10 us each).
+HOST_METER_LAUNCHES = 40
+HOST_METER_SAMPLES = 5
+HOST_METER_HOLD_CYCLES = 16_000_000
+
+
+def host_meter(device: torch.device) -> Optional[float]:
+    """The host's speed in these minutes, independent of our code: median host µs per launch of a one-thread
+    kernel (``torch.cuda._sleep(1)``: a Python call and a kernel launch, nothing else) while a spin holds the GPU,
+    so no launch waits on the queue. The device machines are KVM guests whose host speed drifts within a process
+    (bench/NOTES.md, seventieth session: the composite's host-bound eager cells ran 0.6-2.5x between two runs);
+    reading the eager columns needs it. None off CUDA."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    torch.cuda._sleep(HOST_METER_HOLD_CYCLES)
+    samples = []
+    for _ in range(HOST_METER_SAMPLES):
+        t0 = time.perf_counter()
+        for _ in range(HOST_METER_LAUNCHES):
+            torch.cuda._sleep(1)
+        samples.append((time.perf_counter() - t0) / HOST_METER_LAUNCHES * 1e6)
+    torch.cuda.synchronize(device)
+    return percentile(samples, 50)
+
+
 def release_memory(device: torch.device) -> None:
     """Return freed blocks to the driver between impls: the largest reference runs need ~20 GB of
     transient memory, and the caching allocator would otherwise keep every workload's peak."""
@@ -894,6 +930,8 @@ def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> lis
         recs.append(rec)
         runners.append(runner)
     times: list[list[float]] = [[] for _ in entries]
+    hosts: list[list[float]] = [[] for _ in entries]
+    host_kw = _takes_host_us(timer)
     later_warmup = opts.warmup if opts.round_warmup is None else opts.round_warmup
     rng = round_order_rng(opts.seed)
     last: Optional[int] = None
@@ -902,16 +940,20 @@ def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> lis
         for i in next_round_order(live, last, rng):
             try:
                 with entries[i][2]():
-                    times[i] += timer(runners[i].step, n, opts.warmup if r == 0 else later_warmup)
+                    warm = opts.warmup if r == 0 else later_warmup
+                    times[i] += (timer(runners[i].step, n, warm, host_us=hosts[i]) if host_kw
+                                 else timer(runners[i].step, n, warm))
                 last = i
             except Exception as exc:
                 record_failure(recs[i], exc)
                 runners[i] = None
     del runners
-    for rec, ts in zip(recs, times):
+    for rec, ts, hs in zip(recs, times, hosts):
         if rec["status"] is None and ts:
             rec.update(time_stats(ts))
             rec["status"] = "measured"
+            if hs:  # the CPU time each timed call took to return: its host path (launches are asynchronous)
+                rec["host_us_median"] = percentile(hs, 50)
     return recs
 
 
@@ -939,9 +981,12 @@ def bench_workload(w, impls: list[Impl], device: torch.device, timer,
     check = (lambda out: check_layer_output(out, ref, w)) if ref is not None else None
     entries = [((lambda impl=impl: impl.build(case)), check, contextlib.nullcontext) for impl in impls]
     records = []
-    for impl, col in zip(impls, measure_columns(entries, device, timer, opts)):
+    cols = measure_columns(entries, device, timer, opts)
+    launch_us = host_meter(device)  # right after the rounds: the host of these minutes
+    for impl, col in zip(impls, cols):
         rec = base_record(w, impl)
         rec.update(col)
+        rec["host_launch_us"] = launch_us
         if rec["status"] == "measured":
             rec["tflops"] = tflops(rec["flops"], rec["us_median"])
             rec["pct_sol"] = pct_sol(rec["t_sol_us"], rec["us_median"])
@@ -1009,6 +1054,20 @@ def graph_replay_anomalies(records: list[dict]) -> list[str]:
     return lines
 
 
+def host_line(records: list[dict]) -> Optional[str]:
+    """The workload's host reading: the host meter (µs per launch) and, per eager column that recorded it, the
+    host path of one call (median CPU µs to return) against its GPU-timed median. A host path near the timed µs
+    means the call was paced by the host; the meter says whether the host was a slow one."""
+    launch = next((r.get("host_launch_us") for r in records if r.get("host_launch_us") is not None), None)
+    cols = [f"{r['impl']} {r['host_us_median']:.1f} of {r['us_median']:.1f}" for r in records
+            if r.get("status") == "measured" and r.get("host_us_median") is not None and "_graph" not in r["impl"]
+            and r["impl"] not in ("reference",)]
+    if launch is None and not cols:
+        return None
+    head = f"host: {launch:.2f} µs per launch" if launch is not None else "host:"
+    return f"    {head}" + (f"; host path / timed µs per call: {', '.join(cols)}" if cols else "")
+
+
 def layer_notes(records: list[dict]) -> list[str]:
     """Detail lines under a workload: why an impl failed, compile times, and graph replays slower than the eager
     calls (graph_replay_anomalies)."""
@@ -1067,12 +1126,27 @@ def run_layers(ws: list, impls: list[Impl], device: torch.device, timer, opts: O
                                      lambda w: bench_workload(w, impls, device, timer, opts)):
         records.extend(recs)
         print(layer_line(recs), flush=True)
-        for line in layer_notes(recs) + [f"    {n}" for n in ws_notes]:
+        host = host_line(recs)
+        for line in layer_notes(recs) + [f"    {n}" for n in ws_notes] + ([host] if host else []):
             print(line, flush=True)
         notes.extend(f"{w.name}: {n}" for n in graph_replay_anomalies(recs) + ws_notes)
     summary = summarize_layers(records, [impl.key for impl in impls])
     print_layer_summary(summary)
-    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted}
+    meter = host_meter_summary(records)
+    if meter:
+        print(f"host meter: {meter['median']:.2f} µs per launch (median over {meter['n']} workloads, "
+              f"{meter['min']:.2f}-{meter['max']:.2f}): compare it between runs before reading an eager column's "
+              f"movement on the small layers", flush=True)
+    return {"results": records, "summary": summary, "notes": notes, "aborted": sweep.aborted, "host_meter": meter}
+
+
+def host_meter_summary(records: list[dict]) -> Optional[dict]:
+    """Median, min and max of the per-workload host meter readings (one per workload), or None without any."""
+    per_workload = {r["name"]: r["host_launch_us"] for r in records if r.get("host_launch_us") is not None}
+    if not per_workload:
+        return None
+    values = list(per_workload.values())
+    return {"median": percentile(values, 50), "min": min(values), "max": max(values), "n": len(values)}
 
 
 class Sweep:
@@ -2242,7 +2316,7 @@ def run_device(chosen: list, args: argparse.Namespace, opts: Options, device: to
             print(f"  {note}", flush=True)
         print("cells: median µs | TFLOP/s | %SOL = T_SOL/T | ×best = T_best_PyTorch/T | check", flush=True)
         layers = run_layers(chosen, impls, device, timer, opts, budget)
-        payload.update(results=layers["results"], summary=layers["summary"])
+        payload.update(results=layers["results"], summary=layers["summary"], host_meter=layers["host_meter"])
         payload["notes"] += impl_notes + layers["notes"]
     if args.mode in ("gemm", "all"):
         gemm_timer = timer
