@@ -915,8 +915,9 @@ def measure_runners_in_rounds(entries: list[tuple], timer, opts: Options) -> lis
     entry's build, check and blocks. Statistics are over all of an entry's timed calls. A slow stretch of the
     machine (on the H200 hosts, host-side episodes that put 30-60 us before a call's first kernel for seconds at
     a time, bench/NOTES.md twenty-third session; clocks that drop under sustained load, forty-second session)
-    then lands on a share of every entry's calls instead of all of one entry's. The caller releases memory
-    afterwards: all runners are alive together until then."""
+    then lands on a share of every entry's calls instead of all of one entry's. A timer that takes ``host_us``
+    (CudaTimer) also gives each timed call's host time: its median is the record's ``host_us_median``. The caller
+    releases memory afterwards: all runners are alive together until then."""
     recs: list[dict] = []
     runners: list[Optional[Runner]] = []
     for build, check, context in entries:
