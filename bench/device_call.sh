@@ -50,20 +50,18 @@ if want tests; then
     scripts/gpu_check.sh probe $TESTS
   pack tests
 fi
-h200_part() {  # name, call budget (s), the probe command ($OUT is the part's folder): one H200 part
-  want "$1" && only_h200 "$1" || return 0
+probe_part() {  # name, call budget (s), the probe command ($OUT is the part's folder): one part, if asked for
+  want "$1" || return 0
   mkdir -p "$R/$1"
   OUT=$R/$1 VLATTN_COMMIT=$A CALL_BUDGET_S=$2 PROBE_TIMEOUT_S=$(($2 - 30)) PROBE_CMDS=$3 scripts/gpu_check.sh probe
   pack "$1"
 }
-if want eager; then
-  mkdir -p "$R/eager"
-  # shellcheck disable=SC2016  # $OUT is expanded by gpu_check.sh
-  OUT=$R/eager VLATTN_COMMIT=$A CALL_BUDGET_S=150 PROBE_TIMEOUT_S=120 \
-    PROBE_CMDS='python3 bench/probe_host.py --iters 30 --workloads 007:10,007:15,007:0,007:8,007:11,007:14,007:9,034:15,034:0; python3 bench/probe_host.py --iters 10 --workloads 007:8 --ranges 50' \
-    scripts/gpu_check.sh probe
-  pack eager
-fi
+h200_part() {  # probe_part's arguments: a part that runs on an H200 only
+  want "$1" && only_h200 "$1" || return 0
+  probe_part "$@"
+}
+# shellcheck disable=SC2016  # $OUT is expanded by gpu_check.sh, per part
+probe_part eager 150 'python3 bench/probe_host.py --iters 30 --workloads 007:10,007:15,007:0,007:8,007:11,007:14,007:9,034:15,034:0; python3 bench/probe_host.py --iters 10 --workloads 007:8 --ranges 50'
 # shellcheck disable=SC2016  # $OUT is expanded by gpu_check.sh, per part
 h200_part readme "${README_BUDGET_S:-300}" \
   'python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png'

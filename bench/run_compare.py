@@ -139,7 +139,7 @@ def main(argv=None):
     if args.rows:
         (old_us, old_best, _), (new_us, new_best, _) = old, new
         names = [w for (w, i) in new_us if i == NATIVE and (w, NATIVE) in old_us]
-        meter = any((w, METER) in old_us for (w, _) in new_us) and any(i == METER for (_, i) in new_us)
+        meter = any((w, METER) in old_us and (w, METER) in new_us for w in names)
         print(f"\n{'workload':28s} {'eager':>15s} {'graphed':>15s} {'gap':>11s} {'best PyTorch':>15s} {'host':>6s}"
               + (f" {'meter':>6s}" if meter else ""))
         for w in names:
@@ -147,8 +147,7 @@ def main(argv=None):
             for key in ((w, NATIVE), (w, GRAPH)):
                 a, b = old_us.get(key), new_us.get(key)
                 cells.append(f"{a:7.1f} {b:7.1f}" if a is not None and b is not None else f"{'-':>15s}")
-            ga = old_us[(w, NATIVE)] - old_us.get((w, GRAPH), float("nan"))
-            gb = new_us[(w, NATIVE)] - new_us.get((w, GRAPH), float("nan"))
+            ga, gb = (float("nan") if g is None else g for g in (gap(old_us, w), gap(new_us, w)))
             ba, bb = old_best.get(w, float("nan")), new_best.get(w, float("nan"))
             host = c["host"]["rows"].get(w)
             ma, mb = old_us.get((w, METER)), new_us.get((w, METER))

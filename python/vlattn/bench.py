@@ -1062,7 +1062,7 @@ def host_line(records: list[dict]) -> Optional[str]:
     launch = next((r.get("host_launch_us") for r in records if r.get("host_launch_us") is not None), None)
     cols = [f"{r['impl']} {r['host_us_median']:.1f} of {r['us_median']:.1f}" for r in records
             if r.get("status") == "measured" and r.get("host_us_median") is not None and "_graph" not in r["impl"]
-            and r["impl"] not in ("reference",)]
+            and r["impl"] != "reference"]
     if launch is None and not cols:
         return None
     head = f"host: {launch:.2f} µs per launch" if launch is not None else "host:"
