@@ -117,6 +117,14 @@ GEMM_CONFIGS: tuple[GemmConfig, ...] = (
     # 128x128 1x1 tile (two rounds instead of four) measured -0.5% / +0.6%: not built.
     GemmConfig("t128x256x64_c2x1_coop_e64", (128, 256, 64), (2, 1), "cooperative", "persistent",
                efficiency=1.0, epi_n=64),
+    # The same pair under CUTLASS's stream-K scheduler (heuristic decomposition: data-parallel unless the last
+    # wave is under half full, then the last two waves' tiles are shared out by K iterations), for the large-M
+    # grids whose tail wave is nearly empty: 17312x3584 (1904 tiles, 14.4 waves: the e64 pair 571.8 us against
+    # cuBLAS 548.5) and 11936x4096 (1504 tiles, 11.4 waves: 519.4 against 504.6; ed37721's H200 table). The wave
+    # count predicts 550 and 493 us less the fix-up. Launched without PDL (setup.py: stream-K TUs). Tuned table
+    # only (seventy-first session): the wave model does not price the fix-up.
+    GemmConfig("t128x256x64_c2x1_coop_streamk_e64", (128, 256, 64), (2, 1), "cooperative", "streamk",
+               efficiency=1.0, epi_n=64, rule=False),
     # Small M: 64x64 ping-pong tiles put twice as many CTAs on the weights as 64x128 where both fit in
     # one wave (128x3584: 112 instead of 56), with ~13 stages of 16 KB in flight. H200, tenth session
     # (python -m vlattn.tune, 15 iters, same run): 128x3584x3584+b 19.0 -> 16.0 us, N = 512 at 128..1024
