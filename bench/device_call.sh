@@ -14,7 +14,8 @@
 #           the bench's own callable), then its torch.profiler host ranges on 007 B1 S512, any GPU (~60 s).
 #   readme  the README's layers run (`vlattn.bench --mode layers --budget-s 200`, JSON and plot), H200 only:
 #           then here `python bench/readme_table.py <layers.json>` and the README's bullets.
-#   tune    the GEMM tuner (`python3 -m vlattn.tune --iters 30 --out $OUT/tune/tune_full.json`), H200 only: compare it with the
+#   tune    the GEMM tuner (`python3 -m vlattn.tune --iters 30 $TUNE_ARGS --out $OUT/tune/tune_full.json`; TUNE_ARGS e.g.
+#           "--min-m 2048 --configs a,b" for a partial run, which is read, not committed), H200 only: compare it with the
 #           committed table here (`python bench/compare_tuned.py <json>`) and commit it as
 #           python/vlattn/data/gemm_tuned_h200.json if it should replace it (then rebuild: setup.py bakes the entries in).
 #   gemm    `vlattn-bench --mode gemm` (issue 3's table, against cuBLAS in the same run) on the committed table,
@@ -66,7 +67,7 @@ probe_part eager 150 'python3 bench/probe_host.py --iters 30 --workloads 007:10,
 h200_part readme "${README_BUDGET_S:-300}" \
   'python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png'
 # shellcheck disable=SC2016
-h200_part tune 230 'python3 -m vlattn.tune --iters 30 --out $OUT/tune_full.json 2>&1 | tee $OUT/tune_full.log'
+h200_part tune "${TUNE_BUDGET_S:-230}" "python3 -m vlattn.tune --iters 30 ${TUNE_ARGS:-} --out \$OUT/tune_full.json 2>&1 | tee \$OUT/tune_full.log"
 # shellcheck disable=SC2016
 h200_part gemm 260 'python3 -m vlattn.bench --mode gemm --json $OUT/gemm.json --plot $OUT/gemm.png 2>&1 | tee $OUT/gemm.log'
 exit 0
