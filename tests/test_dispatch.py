@@ -273,19 +273,24 @@ def test_tuner_leaves_out_splits_that_do_not_fit():
 
 
 def test_tuner_leaves_out_splits_where_the_grid_fills_a_wave():
-    """Parallel split-K is timed only where its own whole-K grid has fewer tiles than SMs; the other configs
-    (stream-K splits included) are timed everywhere."""
+    """A split variant (parallel or stream-K) is timed only where its config's own whole-K grid has fewer tiles
+    than SMs; whole-K configs are timed everywhere."""
     from vlattn.tune import configs_for_shape
     by_tile = {c.out_tile(): c.name for c in GEMM_CONFIGS if c.scheduler == "splitk"}
     p64, p128 = by_tile[(64, 64)], by_tile[(64, 128)]
     names = expand_splits([DEFAULT_CONFIG, p64, p128, STREAMK])
-    others = [n for n in names if not n.startswith((p64, p128))]
-    assert configs_for_shape(names, 392, 1024, 4096, H200_SMS) == names  # 112 and 56 tiles
-    # 1024 x 512: 128 tiles of 64x64 (under 132), 64 of 64x128; 1056 x 512: 136 of 64x64 (a full wave)
+    whole = [n for n in names if "/" not in n]
+    assert configs_for_shape(names, 392, 1024, 4096, H200_SMS) == names  # 112 and 56 tiles; 128x128: 32
+    # 1024 x 512: 128 tiles of 64x64 (under 132), 64 of 64x128, 32 of 128x128; 1056 x 512: 136 of 64x64 (a full wave)
     assert configs_for_shape(names, 1024, 512, 3584, H200_SMS) == names
     kept = configs_for_shape(names, 1056, 512, 3584, H200_SMS)
     assert not any(n.startswith(p64 + "/") for n in kept) and split_name(p128, 2) in kept
-    assert configs_for_shape(names, 8192, 4096, 4096, H200_SMS) == others
+    assert STREAMK + "/splitk2" in kept
+    # 2048 x 1024: 128 tiles of 128x128 (stream-K splits kept); 2176 x 1024: 136 (left out, the whole-K one kept)
+    assert STREAMK + "/splitk8" in configs_for_shape(names, 2048, 1024, 4096, H200_SMS)
+    kept = configs_for_shape(names, 2176, 1024, 4096, H200_SMS)
+    assert STREAMK in kept and not any(n.startswith(STREAMK + "/") for n in kept)
+    assert configs_for_shape(names, 8192, 4096, 4096, H200_SMS) == whole
     assert configs_for_shape(names, 8192, 4096, 4096, 1 << 30) == names  # --all-splits
 
 

@@ -1,7 +1,7 @@
 """Measure every compiled GEMM config (stream-K ones also at each split count of gemm_configs.SPLITS,
-parallel split-K ones at each of gemm_configs.PARALLEL_SPLITS that fits the shape's K)
-on the workloads' projection shapes and write the tuned table
-that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
+parallel split-K ones at each of gemm_configs.PARALLEL_SPLITS that fits the shape's K; split variants only where
+their config's whole-K grid is under one wave, see configs_for_shape) on the workloads' projection shapes and
+write the tuned table that `vlattn.dispatch` reads first (data/gemm_tuned_h200.json).
 
     python -m vlattn.tune [--out PATH] [--iters 30] [--warmup 5] [--rounds 3] [--problem 007|034|all]
                           [--min-m M] [--max-m M] [--configs a,b,...] [--all-splits]
@@ -46,14 +46,18 @@ def configs_for_shape(configs: list[str], m: int, n: int, k: int, sm_count: int)
     then adds no busy SM, only the fp32 partials' round trip. Measured on an H100 (bench/NOTES.md,
     sixty-fourth session): it won only where its grid had 8-56 tiles and lost on every grid of 80 tiles or
     more; the calls this leaves out (132 tiles and up) lost by 25-84% and were 47% of the full tuner's timed
-    GPU time."""
+    GPU time. The same rule holds for a stream-K config's split variants (CUTLASS's plain split-K on it): in
+    the fourteen tuner runs on file with those timings (bench/runs/*tune*.json, H200 and H100, 2026-11-30 to
+    2026-12-07) none beat its own whole-K config on a grid of >= sm_count tiles; in the nine runs that timed
+    any, those calls were 17-64% of the run's timed GPU time (32% in ed37721's full H200 run)."""
     kept = []
     for name in configs:
         if not splits_fit(name, k):
             continue
         base, splits = parse_name(name)
         config = BY_NAME.get(base)
-        if config is not None and config.scheduler == "splitk" and splits > 1 and config.tile_count(m, n) >= sm_count:
+        if (config is not None and config.scheduler in ("splitk", "streamk") and splits > 1
+                and config.tile_count(m, n) >= sm_count):
             continue
         kept.append(name)
     return kept
@@ -157,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-m", type=int, default=1 << 30, help="only shapes with at most this many rows")
     parser.add_argument("--configs", default=None, help="comma-separated config names (default: every compiled one)")
     parser.add_argument("--all-splits", action="store_true",
-                        help="also time parallel split-K where its whole-K grid fills a wave (left out by default)")
+                        help="also time split variants (parallel and stream-K) where their config's whole-K "
+                             "grid fills a wave (left out by default)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("vlattn.tune: no CUDA device; tuning needs the GPU it tunes for", file=sys.stderr)
