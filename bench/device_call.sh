@@ -66,7 +66,6 @@ probe_part eager 150 'python3 bench/probe_host.py --iters 30 --workloads 007:10,
 # shellcheck disable=SC2016  # $OUT is expanded by gpu_check.sh, per part
 h200_part readme "${README_BUDGET_S:-300}" \
   'python3 -m vlattn.bench --mode layers --budget-s 200 --json $OUT/layers.json --plot $OUT/layers.png'
-# shellcheck disable=SC2016
 h200_part tune "${TUNE_BUDGET_S:-230}" "python3 -m vlattn.tune --iters 30 ${TUNE_ARGS:-} --out \$OUT/tune_full.json 2>&1 | tee \$OUT/tune_full.log"
 # shellcheck disable=SC2016
 h200_part gemm 260 'python3 -m vlattn.bench --mode gemm --json $OUT/gemm.json --plot $OUT/gemm.png 2>&1 | tee $OUT/gemm.log'

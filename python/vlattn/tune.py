@@ -56,8 +56,8 @@ def configs_for_shape(configs: list[str], m: int, n: int, k: int, sm_count: int)
             continue
         base, splits = parse_name(name)
         config = BY_NAME.get(base)
-        if (config is not None and config.scheduler in ("splitk", "streamk") and splits > 1
-                and config.tile_count(m, n) >= sm_count):
+        # Only split-K configs (parallel or stream-K) have split variants (gemm_configs.is_valid_name).
+        if splits > 1 and config is not None and config.tile_count(m, n) >= sm_count:
             continue
         kept.append(name)
     return kept
