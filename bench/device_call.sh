@@ -4,7 +4,8 @@
 #   run(command="bash bench/device_call.sh <sha>", carry=[".whl", "prebuilt"], kind="nvidia-h200", timeout_s=600)
 #
 # Pass the sha literally: inside the device copy, git HEAD is the session's starting commit, not the tree sent.
-# PARTS picks what runs, in this order whatever the order given; the default depends on the GPU:
+# PARTS picks what runs, in this order whatever the order given; without PARTS, H200_PARTS on an H200 and OTHER_PARTS
+# elsewhere (one call that does the right thing by whichever GPU comes); their defaults:
 #   H200:  "readme gemm"  (~125 s + ~230 s on a warm machine; "tune" ~90 s)
 #   other: "tests"        (nothing H200-only: the issues' targets are H200 numbers)
 #
@@ -29,8 +30,8 @@ R=${OUT:?OUT}
 cd "$(dirname "$0")/.."
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in
-  *H200*) h200=1; PARTS=${PARTS:-readme gemm} ;;
-  *) h200=0; PARTS=${PARTS:-tests} ;;
+  *H200*) h200=1; PARTS=${PARTS:-${H200_PARTS:-readme gemm}} ;;
+  *) h200=0; PARTS=${PARTS:-${OTHER_PARTS:-tests}} ;;
 esac
 echo "device_call: $GPU: parts $PARTS"
 PARTS=" $PARTS "
