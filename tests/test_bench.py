@@ -750,6 +750,47 @@ def test_compare_tuned_flags_a_dispatched_config_slower_than_the_fastest(tmp_pat
     assert f"flagged shapes (dispatched >= 1.05x the fastest): 1 ['{key}']" in capsys.readouterr().out
 
 
+def test_intake_fit_recovers_a_known_model(tmp_path, capsys):
+    """bench/intake_fit.py: timings made from the model itself (fixed 6 us, 90 GB/s per CTA, split-K 2 us + 0.5 us
+    per MB of partials) fit back to those numbers with R^2 1; bare stream-K, swapped and untimed configs and shapes
+    above --max-m are left out of the fit."""
+    import importlib.util
+    import json
+    import math
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("intake_fit", root / "bench" / "intake_fit.py")
+    intake_fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(intake_fit)
+
+    def model_us(m, n, k, bm, bn, splits):
+        ctas = math.ceil(m / bm) * math.ceil(n / bn) * splits
+        us = 6.0 + math.ceil(ctas / 132) * (bm + bn) * (k / splits) * 2 / 90e3
+        return us + (2.0 + 0.5 * m * n * splits * 4 / 1e6 if splits > 1 else 0.0)
+
+    configs = {"t128x128x64_c1x1_coop": (128, 128, 1), "t64x128x64_c1x1_pingpong": (64, 128, 1),
+               "t64x64x64_c1x1_pingpong": (64, 64, 1), "t128x128x64_c1x1_coop_streamk/splitk4": (128, 128, 4),
+               "t64x128x64_c1x1_pingpong_psplit/splitk2": (64, 128, 2)}
+    timings = {}
+    for m, n, k in [(128, 512, 3584), (256, 3584, 3584), (392, 1024, 4096), (1024, 4096, 4096), (8192, 4096, 4096)]:
+        us = {name: model_us(m, n, k, bm, bn, s) for name, (bm, bn, s) in configs.items()}
+        us["t128x128x64_c1x1_coop_streamk"] = 1.0  # CUTLASS's own decomposition: not a simple grid
+        us["t128x176x64_c1x1_coop_e16_swap"] = 1.0
+        us["t128x256x64_c1x1_coop"] = None  # not timed (refused at this shape)
+        timings[f"{m}x{n}x{k}"] = {"m": m, "n": n, "k": k, "us": us}
+    rows = intake_fit.grid_rows(timings, max_m=1024, sm_count=132)
+    assert len(rows) == 4 * len(configs)
+    assert {r["config"] for r in rows} == set(configs)
+    coef, r2, _ = intake_fit.fit(rows, "path_mb")
+    assert r2 > 0.999999
+    assert [round(c, 6) for c in coef] == [6.0, round(1e3 / 90, 6), 2.0, 0.5]  # 1 MB at 90 GB/s: 11.1 us
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"meta": {"sm_count": 132}, "timings": timings}))
+    intake_fit.main([str(path)])
+    out = capsys.readouterr().out
+    assert "20 timings (M <= 1024, 132 SMs)" in out and "90.0 GB/s" in out and "R^2 1.000" in out
+
+
 def test_gc_probe_finds_a_collection_inside_a_stalled_call(tmp_path, monkeypatch, capsys):
     """bench/micro/gc_probe.py on a fake bench: a timer whose sixth call runs a collection inside step() and reads
     100 µs against 10 for the rest: one stall, with a collection inside; the collector is left as it was found."""
