@@ -20,28 +20,35 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
+import sys
+from pathlib import Path
 
 import numpy as np
 
-_NAME = re.compile(r"t(\d+)x(\d+)x(\d+)_c(\d)x(\d)_(coop|pingpong)(.*?)(?:/splitk(\d+))?$")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+from vlattn.gemm_configs import BY_NAME, parse_name  # noqa: E402
 
 
 def grid_rows(timings: dict, max_m: int, sm_count: int) -> list[dict]:
-    """One row per timed config: the model's inputs and the measured µs."""
+    """One row per timed config: the model's inputs and the measured µs. Configs this tree no longer defines
+    (older runs) are left out, with bare stream-K and swapped ones (their grids are not one tile per output tile)."""
     rows = []
     for key, t in timings.items():
         m, n, k = t["m"], t["n"], t["k"]
         if m > max_m:
             continue
         for name, us in t["us"].items():
-            match = _NAME.match(name)
-            if us is None or match is None or "streamk" in match.group(7) and not match.group(8) \
-                    or "swap" in match.group(7):
+            try:
+                base, splits = parse_name(name)
+            except ValueError:
                 continue
-            bm, bn = int(match.group(1)), int(match.group(2))
-            splits = int(match.group(8) or 1)
-            ctas = -(-m // bm) * -(-n // bn) * splits
+            config = BY_NAME.get(base)
+            if us is None or config is None or config.swap_ab or config.scheduler == "streamk" and splits == 1:
+                continue
+            bm, bn = config.out_tile()
+            ctas = config.tile_count(m, n) * splits
             cta_bytes = (bm + bn) * (k / splits) * 2
             rows.append({"shape": key, "config": name, "us": us, "split": splits > 1,
                          "partial_mb": m * n * splits * 4 / 1e6 if splits > 1 else 0.0,
@@ -68,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     with open(args.run) as f:
         run = json.load(f)
+    if "timings" not in run:
+        raise SystemExit(f"{args.run}: no 'timings': not a python -m vlattn.tune output")
     sm_count = args.sm_count or run.get("meta", {}).get("sm_count", 132)
     rows = grid_rows(run["timings"], args.max_m, sm_count)
     if len(rows) < 4:
